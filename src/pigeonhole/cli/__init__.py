@@ -1,0 +1,1 @@
+"""The `pigeonhole` command line."""

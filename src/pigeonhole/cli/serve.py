@@ -1,0 +1,328 @@
+"""`pigeonhole serve`: options -> ServerConfig -> MailboxServer, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import click
+
+from pigeonhole.cli.logs import setup_logging
+from pigeonhole.config import DEFAULT_TRUSTED_PROXIES, ServerConfig
+from pigeonhole.protocol.limits import Limits
+from pigeonhole.server.app import MailboxServer
+
+log = logging.getLogger("pigeonhole.serve")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=4000, show_default=True, type=int, help="TCP port.")
+@click.option(
+    "--data-dir",
+    default="pigeonhole-data",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for every database (channel.sqlite, usage.sqlite).",
+)
+@click.option("--motd", default=None, help="Message of the day shown by clients.")
+@click.option("--signal-error", default=None, help="Welcome error: clients show it and stop.")
+@click.option("--advertise-version", default=None, help="Welcome current_cli_version.")
+@click.option("--disallow-list", is_flag=True, help="Answer `list` with no nameplates.")
+@click.option(
+    "--blur-usage",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Round usage times down to this many seconds; never log client addresses.",
+)
+@click.option(
+    "--prune-expiry",
+    default=660.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds without activity after which a channel is pruned.",
+)
+@click.option(
+    "--prune-interval",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Seconds between pruning runs.",
+)
+@click.option(
+    "--usage-sample-interval",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Seconds between connection-count usage samples.",
+)
+@click.option(
+    "--max-frame-bytes",
+    default=4 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1024),
+    help="Largest WebSocket frame accepted.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    default=DEFAULT_TRUSTED_PROXIES,
+    show_default=True,
+    help="Network whose X-Real-IP/X-Real-Port headers are believed.",
+)
+@click.option(
+    "--permissions",
+    default="none",
+    show_default=True,
+    help="Permission methods offered, comma-separated: none, hashcash.",
+)
+@click.option(
+    "--hashcash-bits",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 40),
+    help="Hashcash bits required when the server is quiet.",
+)
+@click.option(
+    "--hashcash-max-bits",
+    default=24,
+    show_default=True,
+    type=click.IntRange(1, 40),
+    help="Most hashcash bits required under load.",
+)
+@click.option(
+    "--hashcash-load-threshold",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="New connections/s above which each doubling adds one hashcash bit.",
+)
+@click.option(
+    "--max-body-bytes",
+    default=1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Largest decoded `add` body.",
+)
+@click.option(
+    "--max-mailbox-messages",
+    default=300,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Messages one mailbox may hold.",
+)
+@click.option(
+    "--max-mailbox-bytes",
+    default=8 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Body bytes one mailbox may hold.",
+)
+@click.option(
+    "--max-creations",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Nameplates plus mailboxes one connection may create.",
+)
+@click.option(
+    "--commands-per-second",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Sustained commands/s per connection.",
+)
+@click.option(
+    "--command-burst",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Commands allowed at once above the rate.",
+)
+@click.option(
+    "--max-connections",
+    default=10000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Total WebSocket connections.",
+)
+@click.option(
+    "--max-connections-per-address",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections from one client address.",
+)
+@click.option(
+    "--max-queued-frames",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=8),
+    help="Frames queued for a slow reader before close.",
+)
+@click.option(
+    "--send-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds a frame may wait to leave before the client is dropped as slow.",
+)
+@click.option(
+    "--tls-cert",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM certificate chain: serve wss:// directly.",
+)
+@click.option(
+    "--tls-key",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM private key for --tls-cert.",
+)
+@click.option(
+    "--archive/--no-archive",
+    default=True,
+    show_default=True,
+    help="Serve the Whisper-style archive at /whisper/v6.",
+)
+@click.option(
+    "--archive-password",
+    default="status-offline-inbox",
+    show_default=True,
+    help="Password the archive's request key is derived from (PBKDF2).",
+)
+@click.option(
+    "--archive-min-request-interval",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Minimum seconds between requests per peer.",
+)
+@click.option(
+    "--archive-retention-days",
+    default=30,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Delete archived envelopes older than this.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log line format.",
+)
+@click.option("--log-level", default="INFO", show_default=True, help="Log level.")
+def serve(
+    host: str,
+    port: int,
+    data_dir: Path,
+    motd: str | None,
+    signal_error: str | None,
+    advertise_version: str | None,
+    disallow_list: bool,
+    blur_usage: int | None,
+    prune_expiry: float,
+    prune_interval: float,
+    usage_sample_interval: float,
+    max_frame_bytes: int,
+    trusted_proxies: tuple[str, ...],
+    permissions: str,
+    hashcash_bits: int,
+    hashcash_max_bits: int,
+    hashcash_load_threshold: float,
+    max_body_bytes: int,
+    max_mailbox_messages: int,
+    max_mailbox_bytes: int,
+    max_creations: int,
+    commands_per_second: float,
+    command_burst: float,
+    max_connections: int,
+    max_connections_per_address: int,
+    max_queued_frames: int,
+    send_timeout: float,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    archive: bool,
+    archive_password: str,
+    archive_min_request_interval: float,
+    archive_retention_days: int,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Run the mailbox server (WebSocket at ws://HOST:PORT/v1)."""
+    setup_logging(log_format, log_level)
+    methods = tuple(m.strip() for m in permissions.split(",") if m.strip())
+    if not set(methods) <= {"none", "hashcash"} or not methods:
+        raise click.BadParameter("use none, hashcash or none,hashcash", param_hint="--permissions")
+    if (tls_cert is None) != (tls_key is None):
+        raise click.BadParameter("give both --tls-cert and --tls-key", param_hint="--tls-cert")
+    limits = Limits(
+        max_body_bytes=max_body_bytes,
+        max_mailbox_messages=max_mailbox_messages,
+        max_mailbox_bytes=max_mailbox_bytes,
+        max_creations=max_creations,
+        commands_per_second=commands_per_second,
+        command_burst=command_burst,
+    )
+    config = ServerConfig(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        motd=motd,
+        signal_error=signal_error,
+        advertise_version=advertise_version,
+        disallow_list=disallow_list,
+        blur_usage=blur_usage,
+        prune_expiry=prune_expiry,
+        prune_interval=prune_interval,
+        usage_sample_interval=usage_sample_interval,
+        max_frame_bytes=max_frame_bytes,
+        trusted_proxies=tuple(trusted_proxies),
+        log_format="json" if log_format == "json" else "text",
+        log_level=log_level,
+        permissions=methods,
+        hashcash_bits=hashcash_bits,
+        hashcash_max_bits=hashcash_max_bits,
+        hashcash_load_threshold=hashcash_load_threshold,
+        limits=limits,
+        max_connections=max_connections,
+        max_connections_per_address=max_connections_per_address,
+        max_queued_frames=max_queued_frames,
+        send_timeout=send_timeout,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        archive=archive,
+        archive_password=archive_password,
+        archive_min_request_interval=archive_min_request_interval,
+        archive_retention_days=archive_retention_days,
+    )
+    _install_uvloop()
+    asyncio.run(_serve(config))
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def _serve(config: ServerConfig) -> None:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    server = MailboxServer(config)
+    try:
+        await server.start()
+        await stopping.wait()
+        log.info("signal received, shutting down")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await server.stop()

@@ -1,0 +1,71 @@
+"""Typed configuration: the CLI builds these, nothing below the CLI reads the environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pigeonhole.protocol.limits import Limits
+
+LogFormat = Literal["text", "json"]
+
+#: Loopback addresses are trusted as proxies by default: a proxy on the same host is
+#: the usual deployment, and only it can set X-Real-IP / X-Real-Port.
+DEFAULT_TRUSTED_PROXIES: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything `pigeonhole serve` needs; the defaults run with no configuration."""
+
+    host: str = "127.0.0.1"
+    port: int = 4000
+    data_dir: Path = field(default_factory=lambda: Path("pigeonhole-data"))
+    websocket_path: str = "/v1"
+    motd: str | None = None
+    signal_error: str | None = None
+    advertise_version: str | None = None
+    disallow_list: bool = False
+    blur_usage: int | None = None
+    #: a mailbox untouched for this long (seconds) is pruned (reference: 11 minutes)
+    prune_expiry: float = 11 * 60.0
+    #: how often pruning runs (reference: every 5 minutes)
+    prune_interval: float = 5 * 60.0
+    usage_sample_interval: float = 60.0
+    log_format: LogFormat = "text"
+    log_level: str = "INFO"
+    trusted_proxies: tuple[str, ...] = DEFAULT_TRUSTED_PROXIES
+    #: largest WebSocket frame accepted; bigger ones are closed with 1009
+    max_frame_bytes: int = 4 * 1024 * 1024
+    #: seconds to wait for connections to close on shutdown
+    shutdown_timeout: float = 5.0
+    #: permission methods offered in the welcome: "none" and/or "hashcash"
+    permissions: tuple[str, ...] = ("none",)
+    hashcash_bits: int = 20
+    #: under load the required bits rise, one per doubling of the connection rate
+    #: above `hashcash_load_threshold` connections/s, up to this many bits
+    hashcash_max_bits: int = 24
+    hashcash_load_threshold: float = 20.0
+    limits: Limits = field(default_factory=Limits)
+    max_connections: int = 10000
+    max_connections_per_address: int = 100
+    #: frames queued for one client before it counts as a slow reader and is closed
+    max_queued_frames: int = 256
+    #: seconds one frame may take to leave before the client counts as not reading
+    send_timeout: float = 30.0
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    #: the Whisper-style archive at /whisper/v6 (docs/archive.md)
+    archive: bool = True
+    archive_password: str = "status-offline-inbox"
+    archive_min_request_interval: float = 0.0
+    archive_retention_days: int = 30
+
+    @property
+    def channel_db(self) -> Path:
+        return self.data_dir / "channel.sqlite"
+
+    @property
+    def usage_db(self) -> Path:
+        return self.data_dir / "usage.sqlite"

@@ -1,0 +1,8 @@
+"""Permission to use the server (spec 002, "Permission to Use the Server"): pure checks."""
+
+from __future__ import annotations
+
+from pigeonhole.permissions.hashcash import mint_stamp, verify_stamp
+from pigeonhole.permissions.policy import PermissionPolicy
+
+__all__ = ["PermissionPolicy", "mint_stamp", "verify_stamp"]

@@ -1,0 +1,284 @@
+"""The shared rendezvous state: apps, nameplates, mailboxes and their messages.
+
+All state lives in memory and is the truth the server answers from; every change also
+appends the `effects` that make it durable, and the server sends nothing that depends
+on a change before those effects are committed. Semantics follow the reference
+(§3 of shared/spec/reference-behaviour.md) except where noted: a mailbox is keyed per
+app (no cross-app id clash), and pruned channels are dropped from memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.errors import CROWDED, RECLAIMED, ProtocolError
+from pigeonhole.protocol.nameplates import Choose, RandBelow, find_free_nameplate
+from pigeonhole.protocol.usage import blur, mailbox_result, nameplate_result, timing
+
+Effects = list[fx.Effect]
+
+
+@dataclass(slots=True)
+class NameplateSide:
+    claimed: bool
+    added: float
+
+
+@dataclass(slots=True)
+class Nameplate:
+    name: str
+    mailbox_id: str
+    sides: dict[str, NameplateSide] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MailboxSide:
+    opened: bool
+    added: float
+    mood: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    side: str
+    phase: str
+    body: str
+    server_rx: float
+    msg_id: object
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            "type": "message",
+            "side": self.side,
+            "phase": self.phase,
+            "body": self.body,
+            "server_rx": self.server_rx,
+            "id": self.msg_id,
+        }
+
+
+@dataclass(slots=True)
+class Mailbox:
+    id: str
+    for_nameplate: bool
+    updated: float
+    sides: dict[str, MailboxSide] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+    #: decoded bytes of all message bodies (for the per-mailbox limit)
+    size: int = 0
+    #: opaque connection handles subscribed to live messages (insertion ordered)
+    subscribers: dict[object, None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class App:
+    app_id: str
+    nameplates: dict[str, Nameplate] = field(default_factory=dict)
+    mailboxes: dict[str, Mailbox] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not self.nameplates and not self.mailboxes
+
+
+@dataclass(frozen=True, slots=True)
+class Randomness:
+    """Where ids come from: the server passes `secrets`-backed functions."""
+
+    choose: Choose
+    randbelow: RandBelow
+    mailbox_id: Callable[[], str]
+
+
+class Rendezvous:
+    """Every app's nameplates and mailboxes. Methods take `now` and an effects list."""
+
+    def __init__(self, randomness: Randomness, blur_time: int | None = None) -> None:
+        self.apps: dict[str, App] = {}
+        self._random = randomness
+        self._blur = blur_time
+
+    def app(self, app_id: str) -> App:
+        app = self.apps.get(app_id)
+        if app is None:
+            app = self.apps[app_id] = App(app_id)
+        return app
+
+    def _forget_if_empty(self, app: App) -> None:
+        if app.is_empty():
+            self.apps.pop(app.app_id, None)
+
+    # -- nameplates ---------------------------------------------------------------
+
+    def list_nameplates(self, app_id: str) -> list[str]:
+        app = self.apps.get(app_id)
+        return sorted(app.nameplates) if app else []
+
+    def allocate(self, app_id: str, side: str, now: float, out: Effects) -> str:
+        app = self.app(app_id)
+        name = find_free_nameplate(app.nameplates, self._random.choose, self._random.randbelow)
+        self.claim(app_id, name, side, now, out)
+        return name
+
+    def claim(self, app_id: str, name: str, side: str, now: float, out: Effects) -> str:
+        """Claim (and open) a nameplate's mailbox for `side`; same side again is idempotent."""
+        app = self.app(app_id)
+        nameplate = app.nameplates.get(name)
+        if nameplate is None:
+            mailbox_id = self._new_mailbox_id(app)
+            self._create_mailbox(app, mailbox_id, True, now, out)
+            nameplate = app.nameplates[name] = Nameplate(name, mailbox_id)
+            out.append(fx.PutNameplate(app_id, name, mailbox_id))
+        mine = nameplate.sides.get(side)
+        if mine is None:
+            nameplate.sides[side] = NameplateSide(True, now)
+            out.append(fx.PutNameplateSide(app_id, name, side, True, now))
+        elif not mine.claimed:
+            raise ProtocolError(RECLAIMED)
+        # spec 002 §nameplates: claiming also opens the mailbox for this side
+        self.open(app_id, nameplate.mailbox_id, side, now, out)
+        if len(nameplate.sides) > 2:
+            raise ProtocolError(CROWDED)
+        return nameplate.mailbox_id
+
+    def release(self, app_id: str, name: str, side: str, now: float, out: Effects) -> None:
+        """Unknown nameplate or side: a no-op that still answers `released` (reference)."""
+        app = self.apps.get(app_id)
+        nameplate = app.nameplates.get(name) if app else None
+        if app is None or nameplate is None or side not in nameplate.sides:
+            return
+        mine = nameplate.sides[side]
+        mine.claimed = False
+        out.append(fx.PutNameplateSide(app_id, name, side, False, mine.added))
+        if not any(s.claimed for s in nameplate.sides.values()):
+            self._delete_nameplate(app, nameplate, now, False, out)
+
+    def _delete_nameplate(
+        self, app: App, nameplate: Nameplate, now: float, pruned: bool, out: Effects
+    ) -> None:
+        del app.nameplates[nameplate.name]
+        out.append(fx.DeleteNameplate(app.app_id, nameplate.name))
+        started, waiting, total = timing([s.added for s in nameplate.sides.values()], now)
+        result = nameplate_result(len(nameplate.sides), pruned)
+        out.append(fx.UsageNameplate(app.app_id, blur(started, self._blur), waiting, total, result))
+
+    # -- mailboxes ----------------------------------------------------------------
+
+    def _new_mailbox_id(self, app: App) -> str:
+        while True:
+            mailbox_id = self._random.mailbox_id()
+            if mailbox_id not in app.mailboxes:
+                return mailbox_id
+
+    def _create_mailbox(
+        self, app: App, mailbox_id: str, for_nameplate: bool, now: float, out: Effects
+    ) -> Mailbox:
+        mailbox = app.mailboxes[mailbox_id] = Mailbox(mailbox_id, for_nameplate, now)
+        out.append(fx.PutMailbox(app.app_id, mailbox_id, for_nameplate, now))
+        return mailbox
+
+    def mailbox(self, app_id: str, mailbox_id: str) -> Mailbox | None:
+        app = self.apps.get(app_id)
+        return app.mailboxes.get(mailbox_id) if app else None
+
+    def open(self, app_id: str, mailbox_id: str, side: str, now: float, out: Effects) -> Mailbox:
+        """Create the mailbox if unknown, add the side once; a third side is `crowded`."""
+        app = self.app(app_id)
+        mailbox = app.mailboxes.get(mailbox_id)
+        if mailbox is None:
+            mailbox = self._create_mailbox(app, mailbox_id, False, now, out)
+        if side not in mailbox.sides:
+            mailbox.sides[side] = MailboxSide(True, now)
+            out.append(fx.PutMailboxSide(app_id, mailbox_id, side, True, now, None))
+        mailbox.updated = now
+        if len(mailbox.sides) > 2:
+            raise ProtocolError(CROWDED)
+        return mailbox
+
+    def add(self, mailbox: Mailbox, app_id: str, message: Message, out: Effects) -> list[object]:
+        """Store a message; returns the subscribers it must be delivered to (echo included)."""
+        mailbox.messages.append(message)
+        mailbox.size += len(message.body) // 2
+        mailbox.updated = message.server_rx
+        out.append(
+            fx.PutMessage(
+                app_id,
+                mailbox.id,
+                message.side,
+                message.phase,
+                message.body,
+                message.server_rx,
+                message.msg_id,
+            )
+        )
+        return list(mailbox.subscribers)
+
+    def close(
+        self, app_id: str, mailbox_id: str, side: str, mood: str | None, now: float, out: Effects
+    ) -> None:
+        """Mark the side closed; delete everything once every side has closed.
+
+        Unlike the reference, closing a mailbox this side never opened (or one that does
+        not exist) is a no-op that answers `closed`: no phantom mailbox, no `crowded`
+        reply to a close (mailbox-server issue #20).
+        """
+        app = self.apps.get(app_id)
+        mailbox = app.mailboxes.get(mailbox_id) if app else None
+        if app is None or mailbox is None or side not in mailbox.sides:
+            return
+        mine = mailbox.sides[side]
+        mine.opened = False
+        mine.mood = mood
+        out.append(fx.PutMailboxSide(app_id, mailbox_id, side, False, mine.added, mood))
+        if not any(s.opened for s in mailbox.sides.values()):
+            self._delete_mailbox(app, mailbox, now, False, out)
+            self._forget_if_empty(app)
+
+    def _delete_mailbox(
+        self, app: App, mailbox: Mailbox, now: float, pruned: bool, out: Effects
+    ) -> None:
+        # nameplates still pointing here go too (with a usage row, which the reference
+        # skips), avoiding the reference's foreign-key failure on close (§2.6)
+        for nameplate in [n for n in app.nameplates.values() if n.mailbox_id == mailbox.id]:
+            self._delete_nameplate(app, nameplate, now, pruned, out)
+        del app.mailboxes[mailbox.id]
+        mailbox.subscribers.clear()
+        out.append(fx.DeleteMailbox(app.app_id, mailbox.id))
+        sides = mailbox.sides.values()
+        started, waiting, total = timing([s.added for s in sides], now)
+        result = mailbox_result(len(mailbox.sides), (s.mood for s in sides), pruned)
+        out.append(
+            fx.UsageMailbox(
+                app.app_id,
+                mailbox.for_nameplate,
+                blur(started, self._blur),
+                waiting,
+                total,
+                result,
+            )
+        )
+
+    # -- pruning ------------------------------------------------------------------
+
+    def prune(self, now: float, expiry: float, out: Effects) -> int:
+        """Delete channels untouched for `expiry` seconds; subscribed ones stay alive.
+
+        Returns how many mailboxes were pruned. Nameplates follow their mailbox.
+        """
+        old = now - expiry
+        pruned = 0
+        for app in list(self.apps.values()):
+            for mailbox in list(app.mailboxes.values()):
+                if mailbox.subscribers:
+                    mailbox.updated = now
+                elif mailbox.updated < old:
+                    self._delete_mailbox(app, mailbox, now, True, out)
+                    pruned += 1
+            self._forget_if_empty(app)
+        return pruned
+
+    def counts(self) -> tuple[int, int]:
+        """(nameplates, mailboxes) alive."""
+        apps = self.apps.values()
+        return sum(len(a.nameplates) for a in apps), sum(len(a.mailboxes) for a in apps)

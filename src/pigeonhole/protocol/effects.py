@@ -1,0 +1,130 @@
+"""Writes a protocol step asks for; the store turns each into SQL in one transaction.
+
+Only what a restart needs is written: nameplates, mailboxes, their sides and messages,
+plus the usage records. Liveness (`updated`) stays in memory: after a restart every
+channel gets a fresh expiry window, which is the reconnect grace period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PutNameplate:
+    app_id: str
+    name: str
+    mailbox_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteNameplate:
+    """Deletes the nameplate and its sides."""
+
+    app_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutNameplateSide:
+    """Inserts or replaces one side's claim on a nameplate."""
+
+    app_id: str
+    name: str
+    side: str
+    claimed: bool
+    added: float
+
+
+@dataclass(frozen=True, slots=True)
+class PutMailbox:
+    app_id: str
+    mailbox_id: str
+    for_nameplate: bool
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMailbox:
+    """Deletes the mailbox, its sides and its messages."""
+
+    app_id: str
+    mailbox_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutMailboxSide:
+    """Inserts or replaces one side's row on a mailbox."""
+
+    app_id: str
+    mailbox_id: str
+    side: str
+    opened: bool
+    added: float
+    mood: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PutMessage:
+    app_id: str
+    mailbox_id: str
+    side: str
+    phase: str
+    body: str
+    server_rx: float
+    msg_id: object
+
+
+@dataclass(frozen=True, slots=True)
+class UsageNameplate:
+    app_id: str
+    started: float
+    waiting_time: float | None
+    total_time: float
+    result: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageMailbox:
+    app_id: str
+    for_nameplate: bool
+    started: float
+    waiting_time: float | None
+    total_time: float
+    result: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageClientVersion:
+    app_id: str
+    side: str
+    connect_time: float
+    implementation: str | None
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageConnectionCount:
+    sampled: float
+    connections: int
+    bound: int
+    subscribed: int
+    nameplates: int
+    mailboxes: int
+    rebooted: float
+    blur_time: int | None
+
+
+Effect = (
+    PutNameplate
+    | DeleteNameplate
+    | PutNameplateSide
+    | PutMailbox
+    | DeleteMailbox
+    | PutMailboxSide
+    | PutMessage
+    | UsageNameplate
+    | UsageMailbox
+    | UsageClientVersion
+    | UsageConnectionCount
+)

@@ -1,0 +1,337 @@
+"""MailboxServer: owns the store, the rendezvous state, the HTTP site and the timers.
+
+Lifecycle (uvicorn's shape): `start()` opens the databases, loads the live channels,
+listens; `stop()` stops listening, flushes pending commits, closes every WebSocket with
+1001, and closes the databases. Also an async context manager for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import secrets
+import ssl
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiohttp import web
+
+from pigeonhole import __version__
+from pigeonhole.archive.config import ArchiveConfig
+from pigeonhole.archive.endpoint import add_archive_routes
+from pigeonhole.config import ServerConfig
+from pigeonhole.permissions.policy import PermissionPolicy
+from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.channels import Randomness, Rendezvous
+from pigeonhole.protocol.usage import blur as blur_time
+from pigeonhole.protocol.welcome import welcome_body, your_address
+from pigeonhole.server.addresses import client_address, parse_networks
+from pigeonhole.server.connection import Connection
+from pigeonhole.server.metrics import Metrics
+from pigeonhole.store.group_commit import GroupCommitter
+from pigeonhole.store.sqlite import SqliteStore
+
+log = logging.getLogger("pigeonhole.server")
+
+CLOSE_GOING_AWAY = 1001
+CLOSE_INTERNAL_ERROR = 1011
+
+
+def new_mailbox_id() -> str:
+    """13 characters of base32: 64 random bits, as the reference makes them."""
+    return base64.b32encode(secrets.token_bytes(8)).decode("ascii").lower().strip("=")
+
+
+SECURE_RANDOMNESS = Randomness(secrets.choice, secrets.randbelow, new_mailbox_id)
+
+
+class MailboxServer:
+    def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.metrics = Metrics()
+        self.permissions = PermissionPolicy(
+            methods=config.permissions,
+            bits=config.hashcash_bits,
+            max_bits=max(config.hashcash_max_bits, config.hashcash_bits),
+            load_threshold=config.hashcash_load_threshold,
+        )
+        self._per_address: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.rendezvous = Rendezvous(SECURE_RANDOMNESS, config.blur_usage)
+        self.store = SqliteStore(config.channel_db, config.usage_db)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-db")
+        self.committer = GroupCommitter(
+            self.store.write, self._storage_failed, self._executor, self.metrics.observe_commit
+        )
+        self.connections: set[Connection] = set()
+        self._trusted = parse_networks(config.trusted_proxies)
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._timers: list[asyncio.Task[None]] = []
+        self._started_at = 0.0
+        self.port = config.port
+        self.app = self._make_app()
+
+    # -- HTTP -------------------------------------------------------------------
+
+    def _make_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self._root)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get(self.config.websocket_path, self._websocket)
+        c = self.config
+        if c.archive:
+            archive = ArchiveConfig(
+                data_dir=c.data_dir,
+                password=c.archive_password,
+                min_request_interval=c.archive_min_request_interval,
+                retention_days=c.archive_retention_days,
+            )
+            add_archive_routes(app, archive, clock=self.clock, peer_of=self._peer_of)
+        return app
+
+    def _client(self, request: web.Request) -> tuple[str, int | None]:
+        """The client's (host, port) as limits see it (trusted proxies honoured)."""
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        return client_address((peer[0], peer[1]) if peer else None, request.headers, self._trusted)
+
+    def _peer_of(self, request: web.Request) -> str:
+        return self._client(request)[0]
+
+    async def _root(self, request: web.Request) -> web.Response:
+        return web.Response(text="Wormhole Relay\n")
+
+    async def _health(self, request: web.Request) -> web.Response:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self.store.ping)
+        except Exception as err:
+            return web.Response(status=503, text=f"database unavailable: {err}\n")
+        return web.Response(text="ok\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        from pigeonhole.server.exposition import render_metrics
+
+        return web.Response(text=render_metrics(self), content_type="text/plain", charset="utf-8")
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        ws = web.WebSocketResponse(heartbeat=60.0, max_msg_size=self.config.max_frame_bytes)
+        if not ws.can_prepare(request).ok:
+            return web.Response(text="Magic Wormhole mailbox: connect with a WebSocket client\n")
+        host, port = self._client(request)
+        refusal = self._admission(host)
+        if refusal is not None:
+            return refusal
+        await ws.prepare(request)
+        conn = Connection(self, ws, host, request.transport)
+        self.connections.add(conn)
+        self._per_address[host] += 1
+        self.metrics.connections_total += 1
+        try:
+            await conn.run(self._welcome(host, port, conn.permission_required))
+        finally:
+            self.connections.discard(conn)
+            self._per_address[host] -= 1
+            if self._per_address[host] <= 0:
+                del self._per_address[host]
+        return ws
+
+    def _admission(self, host: str) -> web.Response | None:
+        """Refuse the handshake (HTTP 503/429 with a plain reason) when over a limit."""
+        c = self.config
+        if len(self.connections) >= c.max_connections:
+            self.metrics.count_limit("max connections")
+            return web.Response(status=503, text="server is at its connection limit\n")
+        if self._per_address[host] >= c.max_connections_per_address:
+            self.metrics.count_limit("connections per address")
+            self.event("refused connection: too many from one address", None, address=host)
+            return web.Response(status=429, text="too many connections from your address\n")
+        return None
+
+    def _welcome(
+        self, host: str, port: int | None, permission_required: dict[str, object]
+    ) -> dict[str, object]:
+        c = self.config
+        extra: dict[str, object] = {"permission-required": permission_required}
+        if c.disallow_list:
+            extra["list-disabled"] = True
+        return welcome_body(
+            motd=c.motd,
+            signal_error=c.signal_error,
+            advertise_version=c.advertise_version,
+            address=your_address(host, port),
+            extra=extra,
+        )
+
+    # -- logging and tasks ----------------------------------------------------------
+
+    def event(self, what: str, conn: Connection | None, **fields: object) -> None:
+        """One structured log line; client addresses are left out under --blur-usage."""
+        if self.config.blur_usage:
+            fields.pop("address", None)
+        elif conn is not None:
+            fields.setdefault("address", conn.address)
+        detail = " ".join(f"{k}={v}" for k, v in fields.items())
+        log.info("%s %s", what, detail, extra={"fields": fields})
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._started_at = self.clock()
+        await loop.run_in_executor(self._executor, self.store.open)
+        await loop.run_in_executor(
+            self._executor, self.store.load, self.rendezvous, self._started_at
+        )
+        nameplates, mailboxes = self.rendezvous.counts()
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        self._site = web.TCPSite(
+            self._runner,
+            self.config.host,
+            self.config.port,
+            backlog=4096,
+            reuse_address=True,
+            ssl_context=self._tls_context(),
+        )
+        await self._site.start()
+        if self.config.port == 0 and self._runner.addresses:
+            self.port = self._runner.addresses[0][1]
+        self._timers = [
+            loop.create_task(self._every(self.config.prune_interval, self.prune_now)),
+            loop.create_task(self._every(self.config.usage_sample_interval, self.sample_usage)),
+        ]
+        log.info(
+            "pigeonhole %s listening on %s (resumed %d nameplates, %d mailboxes)",
+            __version__,
+            self.url,
+            nameplates,
+            mailboxes,
+        )
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        c = self.config
+        if c.tls_cert is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(c.tls_cert, c.tls_key)
+        return context
+
+    @property
+    def url(self) -> str:
+        scheme = "wss" if self.config.tls_cert is not None else "ws"
+        host = self.config.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.port}{self.config.websocket_path}"
+
+    async def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        if self._site is not None:
+            await self._site.stop()  # stop accepting
+        await self.committer.drain()
+        await self._close_all(CLOSE_GOING_AWAY, b"server shutting down")
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.committer.drain()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.store.close)
+        self._executor.shutdown(wait=True)
+        log.info("pigeonhole stopped")
+
+    async def _close_all(self, code: int, message: bytes) -> None:
+        conns = list(self.connections)
+        if conns:
+            await asyncio.gather(*(c.close(code, message) for c in conns), return_exceptions=True)
+
+    async def __aenter__(self) -> MailboxServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- timers -------------------------------------------------------------------
+
+    async def _every(self, seconds: float, action: Callable[[], object]) -> None:
+        # the first run comes after one interval, never at startup: reconnecting
+        # clients get their grace period (unlike the reference, §3.7)
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                result = action()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("periodic task failed")
+
+    async def prune_now(self) -> int:
+        """Prune idle channels and wait until the deletions are committed."""
+        effects: list[fx.Effect] = []
+        pruned = self.rendezvous.prune(self.clock(), self.config.prune_expiry, effects)
+        barrier = self.committer.submit(effects)
+        if barrier is not None:
+            await barrier
+        self.metrics.pruned_mailboxes += pruned
+        if pruned:
+            log.info("pruned %d idle mailboxes", pruned)
+        return pruned
+
+    async def sample_usage(self) -> None:
+        nameplates, mailboxes = self.rendezvous.counts()
+        conns = self.connections
+        blur = self.config.blur_usage
+        sample = fx.UsageConnectionCount(
+            sampled=blur_time(self.clock(), blur),
+            connections=len(conns),
+            bound=sum(1 for c in conns if c.session.bound),
+            subscribed=sum(1 for c in conns if c.session.mailbox is not None),
+            nameplates=nameplates,
+            mailboxes=mailboxes,
+            rebooted=blur_time(self._started_at, blur),
+            blur_time=blur,
+        )
+        barrier = self.committer.submit([sample])
+        if barrier is not None:
+            await barrier
+
+    # -- failure ------------------------------------------------------------------
+
+    def _storage_failed(self, err: BaseException) -> None:
+        """A commit failed and was rolled back: memory is ahead of the database.
+
+        Rebuild the state from the last committed database and close every connection
+        (1011) so clients reconnect and resume from what is durable.
+        """
+        self.metrics.storage_failures += 1
+        asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        log.error("storage failure: reloading state and closing all connections")
+        conns = list(self.connections)
+        for conn in conns:
+            conn.session.disconnect()
+        await asyncio.gather(
+            *(c.ws.close(code=CLOSE_INTERNAL_ERROR, message=b"storage failure") for c in conns),
+            return_exceptions=True,
+        )
+        self.rendezvous.apps.clear()
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(
+                self._executor, self.store.load, self.rendezvous, self.clock()
+            )
+        except Exception:
+            log.exception("reloading state failed")

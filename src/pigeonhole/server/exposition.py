@@ -1,0 +1,88 @@
+"""Prometheus text exposition of the server's counters and gauges."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from pigeonhole.archive.endpoint import ARCHIVE_KEY
+from pigeonhole.server.metrics import COMMIT_BUCKETS
+
+if TYPE_CHECKING:
+    from pigeonhole.server.app import MailboxServer
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labelled(name: str, label: str, counts: Counter[str]) -> list[str]:
+    return [f"# TYPE {name} counter"] + [
+        f'{name}{{{label}="{_escape(k)}"}} {v}' for k, v in sorted(counts.items())
+    ]
+
+
+def _histogram(server: MailboxServer) -> list[str]:
+    m = server.metrics
+    name = "pigeonhole_commit_latency_seconds"
+    lines = [f"# TYPE {name} histogram"]
+    lines += [
+        f'{name}_bucket{{le="{bound}"}} {count}'
+        for bound, count in zip(COMMIT_BUCKETS, m.commit_buckets, strict=True)
+    ]
+    lines += [
+        f'{name}_bucket{{le="+Inf"}} {m.commit_count}',
+        f"{name}_sum {m.commit_sum:.6f}",
+        f"{name}_count {m.commit_count}",
+    ]
+    return lines
+
+
+def render_metrics(server: MailboxServer) -> str:
+    m = server.metrics
+    nameplates, mailboxes = server.rendezvous.counts()
+    c = server.committer
+    lines = [
+        "# TYPE pigeonhole_connections gauge",
+        f"pigeonhole_connections {len(server.connections)}",
+        "# TYPE pigeonhole_connections_total counter",
+        f"pigeonhole_connections_total {m.connections_total}",
+        "# TYPE pigeonhole_nameplates gauge",
+        f"pigeonhole_nameplates {nameplates}",
+        "# TYPE pigeonhole_mailboxes gauge",
+        f"pigeonhole_mailboxes {mailboxes}",
+        "# TYPE pigeonhole_messages_total counter",
+        f"pigeonhole_messages_total {m.messages}",
+        *_labelled("pigeonhole_commands_total", "type", m.commands),
+        *_labelled("pigeonhole_errors_total", "error", m.errors),
+        *_labelled("pigeonhole_permission_outcomes_total", "outcome", m.permissions),
+        *_labelled("pigeonhole_limit_hits_total", "limit", m.limits),
+        *_histogram(server),
+        "# TYPE pigeonhole_commit_batches_total counter",
+        f"pigeonhole_commit_batches_total {c.batches}",
+        "# TYPE pigeonhole_commit_effects_total counter",
+        f"pigeonhole_commit_effects_total {c.effects}",
+        "# TYPE pigeonhole_commit_seconds_total counter",
+        f"pigeonhole_commit_seconds_total {c.commit_seconds_total:.6f}",
+        "# TYPE pigeonhole_pruned_mailboxes_total counter",
+        f"pigeonhole_pruned_mailboxes_total {m.pruned_mailboxes}",
+        "# TYPE pigeonhole_storage_failures_total counter",
+        f"pigeonhole_storage_failures_total {m.storage_failures}",
+    ]
+    lines += _archive(server)
+    return "\n".join(lines) + "\n"
+
+
+def _archive(server: MailboxServer) -> list[str]:
+    if ARCHIVE_KEY not in server.app:
+        return []
+    lines = []
+    for key, value in sorted(server.app[ARCHIVE_KEY].metrics.snapshot().items()):
+        name, _, label = key.partition(".")
+        metric = f"pigeonhole_archive_{name}_total"
+        if label:
+            lines.append(f'{metric}{{reason="{_escape(label)}"}} {value}')
+        else:
+            lines.append(f"# TYPE {metric} counter")
+            lines.append(f"{metric} {value}")
+    return lines

@@ -1,0 +1,225 @@
+"""The SQLite store: one `write` is one transaction over the channel and usage databases.
+
+Both files are in WAL mode with `synchronous=FULL`, so a commit is durable once
+`write` returns, and readers (`export-usage`, operators' tools) never block the writer.
+The usage database is ATTACHed to the same connection so one transaction covers both
+(atomic per file in WAL mode). All calls must come from one thread: the group
+committer's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.channels import (
+    Mailbox,
+    MailboxSide,
+    Message,
+    Nameplate,
+    NameplateSide,
+    Rendezvous,
+)
+from pigeonhole.store.migrations import create_or_check
+
+CHANNEL_VERSION = 1
+USAGE_VERSION = 1
+
+
+class StoreError(Exception):
+    """A transaction failed and was rolled back."""
+
+
+class SqliteStore:
+    def __init__(self, channel_path: Path, usage_path: Path) -> None:
+        self._channel_path = channel_path
+        self._usage_path = usage_path
+        self._db: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        self._channel_path.parent.mkdir(parents=True, exist_ok=True)
+        create_or_check(self._channel_path, "channel", CHANNEL_VERSION)
+        create_or_check(self._usage_path, "usage", USAGE_VERSION)
+        db = sqlite3.connect(self._channel_path, isolation_level=None, check_same_thread=False)
+        db.execute("ATTACH DATABASE ? AS usage", (str(self._usage_path),))
+        for schema in ("main", "usage"):
+            db.execute(f"PRAGMA {schema}.journal_mode=WAL")
+            db.execute(f"PRAGMA {schema}.synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        self._db = db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError("store is not open")
+        return self._db
+
+    def write(self, effects: list[fx.Effect]) -> None:
+        """Apply every effect in one transaction; on any failure roll back and raise."""
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for effect in effects:
+                _WRITERS[type(effect)](db, effect)
+            db.execute("COMMIT")
+        except Exception as err:
+            # whatever failed (SQL, a value we cannot encode), nothing stays half-written
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise StoreError(f"transaction rolled back: {err}") from err
+
+    def ping(self) -> None:
+        """Raise if the database does not answer (for /health)."""
+        self.db.execute("SELECT 1").fetchone()
+
+    def load(self, rz: Rendezvous, now: float) -> None:
+        """Rebuild the in-memory state; every channel counts as touched `now` (grace)."""
+        db = self.db
+        for app_id, mailbox_id, for_nameplate in db.execute(
+            "SELECT app_id, id, for_nameplate FROM mailboxes"
+        ):
+            rz.app(app_id).mailboxes[mailbox_id] = Mailbox(mailbox_id, bool(for_nameplate), now)
+        for app_id, mailbox_id, side, opened, added, mood in db.execute(
+            "SELECT app_id, mailbox_id, side, opened, added, mood FROM mailbox_sides"
+        ):
+            mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
+            if mailbox is not None:
+                mailbox.sides[side] = MailboxSide(bool(opened), added, mood)
+        for app_id, mailbox_id, side, phase, body, server_rx, msg_id in db.execute(
+            "SELECT app_id, mailbox_id, side, phase, body, server_rx, msg_id"
+            " FROM messages ORDER BY seq"
+        ):
+            mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
+            if mailbox is not None:
+                message = Message(side, phase, body, server_rx, orjson.loads(msg_id))
+                mailbox.messages.append(message)
+                mailbox.size += len(body) // 2
+        for app_id, name, mailbox_id in db.execute(
+            "SELECT app_id, name, mailbox_id FROM nameplates"
+        ):
+            rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id)
+        for app_id, name, side, claimed, added in db.execute(
+            "SELECT app_id, name, side, claimed, added FROM nameplate_sides"
+        ):
+            nameplate = rz.app(app_id).nameplates.get(name)
+            if nameplate is not None:
+                nameplate.sides[side] = NameplateSide(bool(claimed), added)
+        for app in list(rz.apps.values()):
+            if app.is_empty():
+                del rz.apps[app.app_id]
+
+
+Writer = Callable[[sqlite3.Connection, Any], object]
+
+
+def _put_nameplate(db: sqlite3.Connection, e: fx.PutNameplate) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO nameplates (app_id, name, mailbox_id) VALUES (?,?,?)",
+        (e.app_id, e.name, e.mailbox_id),
+    )
+
+
+def _delete_nameplate(db: sqlite3.Connection, e: fx.DeleteNameplate) -> None:
+    db.execute("DELETE FROM nameplate_sides WHERE app_id=? AND name=?", (e.app_id, e.name))
+    db.execute("DELETE FROM nameplates WHERE app_id=? AND name=?", (e.app_id, e.name))
+
+
+def _put_nameplate_side(db: sqlite3.Connection, e: fx.PutNameplateSide) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO nameplate_sides (app_id, name, side, claimed, added)"
+        " VALUES (?,?,?,?,?)",
+        (e.app_id, e.name, e.side, int(e.claimed), e.added),
+    )
+
+
+def _put_mailbox(db: sqlite3.Connection, e: fx.PutMailbox) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO mailboxes (app_id, id, for_nameplate, created) VALUES (?,?,?,?)",
+        (e.app_id, e.mailbox_id, int(e.for_nameplate), e.created),
+    )
+
+
+def _delete_mailbox(db: sqlite3.Connection, e: fx.DeleteMailbox) -> None:
+    key = (e.app_id, e.mailbox_id)
+    db.execute("DELETE FROM messages WHERE app_id=? AND mailbox_id=?", key)
+    db.execute("DELETE FROM mailbox_sides WHERE app_id=? AND mailbox_id=?", key)
+    db.execute("DELETE FROM mailboxes WHERE app_id=? AND id=?", key)
+
+
+def _put_mailbox_side(db: sqlite3.Connection, e: fx.PutMailboxSide) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO mailbox_sides (app_id, mailbox_id, side, opened, added, mood)"
+        " VALUES (?,?,?,?,?,?)",
+        (e.app_id, e.mailbox_id, e.side, int(e.opened), e.added, e.mood),
+    )
+
+
+def _put_message(db: sqlite3.Connection, e: fx.PutMessage) -> None:
+    db.execute(
+        "INSERT INTO messages (app_id, mailbox_id, side, phase, body, server_rx, msg_id)"
+        " VALUES (?,?,?,?,?,?,?)",
+        (e.app_id, e.mailbox_id, e.side, e.phase, e.body, e.server_rx, orjson.dumps(e.msg_id)),
+    )
+
+
+def _usage_nameplate(db: sqlite3.Connection, e: fx.UsageNameplate) -> None:
+    db.execute(
+        "INSERT INTO usage.nameplates (app_id, started, waiting_time, total_time, result)"
+        " VALUES (?,?,?,?,?)",
+        (e.app_id, e.started, e.waiting_time, e.total_time, e.result),
+    )
+
+
+def _usage_mailbox(db: sqlite3.Connection, e: fx.UsageMailbox) -> None:
+    db.execute(
+        "INSERT INTO usage.mailboxes"
+        " (app_id, for_nameplate, started, waiting_time, total_time, result)"
+        " VALUES (?,?,?,?,?,?)",
+        (e.app_id, int(e.for_nameplate), e.started, e.waiting_time, e.total_time, e.result),
+    )
+
+
+def _usage_client_version(db: sqlite3.Connection, e: fx.UsageClientVersion) -> None:
+    db.execute(
+        "INSERT INTO usage.client_versions (app_id, side, connect_time, implementation, version)"
+        " VALUES (?,?,?,?,?)",
+        (e.app_id, e.side, e.connect_time, e.implementation, e.version),
+    )
+
+
+def _usage_connection_count(db: sqlite3.Connection, e: fx.UsageConnectionCount) -> None:
+    db.execute(
+        "INSERT INTO usage.connection_counts"
+        " (sampled, connections, bound, subscribed, nameplates, mailboxes) VALUES (?,?,?,?,?,?)",
+        (e.sampled, e.connections, e.bound, e.subscribed, e.nameplates, e.mailboxes),
+    )
+    db.execute("DELETE FROM usage.current")
+    db.execute(
+        "INSERT INTO usage.current (rebooted, updated, blur_time, connections) VALUES (?,?,?,?)",
+        (e.rebooted, e.sampled, e.blur_time, e.connections),
+    )
+
+
+_WRITERS: dict[type, Writer] = {
+    fx.PutNameplate: _put_nameplate,
+    fx.DeleteNameplate: _delete_nameplate,
+    fx.PutNameplateSide: _put_nameplate_side,
+    fx.PutMailbox: _put_mailbox,
+    fx.DeleteMailbox: _delete_mailbox,
+    fx.PutMailboxSide: _put_mailbox_side,
+    fx.PutMessage: _put_message,
+    fx.UsageNameplate: _usage_nameplate,
+    fx.UsageMailbox: _usage_mailbox,
+    fx.UsageClientVersion: _usage_client_version,
+    fx.UsageConnectionCount: _usage_connection_count,
+}

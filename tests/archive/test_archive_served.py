@@ -1,0 +1,73 @@
+"""`pigeonhole serve` serves the archive at /whisper/v6, driven by `pigeonhole archive`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+PIGEONHOLE = [sys.executable, "-m", "pigeonhole"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([*PIGEONHOLE, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_serve_archives_and_serves_envelopes(tmp_path: Path) -> None:
+    """Envelopes posted through the CLI are served back by query, and counted in /metrics."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [*PIGEONHOLE, "serve", "--port", str(port), "--data-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        url = f"ws://127.0.0.1:{port}"
+        now = int(time.time())
+        hashes = [
+            _run("archive", "post", "--url", url, "--topic", "cafebabe", "--data", f"0{i}").strip()
+            for i in range(3)
+        ]
+        _run("archive", "post", "--url", url, "--topic", "00000001", "--data", "ff")
+        lines = _run(
+            "archive",
+            "query",
+            "--url",
+            url,
+            "--password",
+            "status-offline-inbox",
+            "--from",
+            str(now - 60),
+            "--to",
+            str(now + 60),
+            "--topic",
+            "cafebabe",
+        ).splitlines()
+        got = [json.loads(line) for line in lines]
+        assert sorted(g["hash"] for g in got[:-1]) == sorted(hashes)
+        assert got[-1]["cursor"] is None
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        assert "pigeonhole_archive_archived_total 4" in metrics
+        assert (tmp_path / "archive.sqlite").exists()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(15) == 0

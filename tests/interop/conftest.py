@@ -1,0 +1,83 @@
+"""Shared fixtures for the interop tests with the real wormhole clients.
+
+One transit relay, one client namespace (when `unshare` works; set
+PIGEONHOLE_INTEROP_NETNS=0 to run the clients directly on the host's loopback)
+and one Pigeonhole server serve the whole session; the restart tests start
+servers of their own. Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from interop_support import (
+    WORMHOLE,
+    Codes,
+    Forwarder,
+    Harness,
+    Net,
+    NetNS,
+    Server,
+    TransitRelay,
+)
+
+
+@pytest.fixture(scope="session")
+def interop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("interop")
+
+
+@pytest.fixture(scope="session")
+def codes() -> Codes:
+    return Codes()
+
+
+@pytest.fixture(scope="session")
+def net(interop_dir: Path) -> Iterator[Net]:
+    if not WORMHOLE.exists():
+        pytest.skip(f"the Python wormhole client is not installed ({WORMHOLE})")
+    relay = TransitRelay(interop_dir)
+    forwarder: Forwarder | None = None
+    netns: NetNS | None = None
+    reason = ""
+    if os.environ.get("PIGEONHOLE_INTEROP_NETNS", "1") == "0":
+        reason = "PIGEONHOLE_INTEROP_NETNS=0"
+    elif shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        reason = "unshare/nsenter (util-linux) not found"
+    else:
+        try:
+            netns = NetNS(interop_dir)
+            forwarder = Forwarder()
+        except OSError as exc:
+            reason = f"cannot create a network namespace: {exc}"
+    if netns is None:
+        print(f"# interop: clients run on the host's loopback ({reason})", file=sys.stderr)
+    try:
+        yield Net(relay, forwarder, netns, reason)
+    finally:
+        if netns is not None:
+            netns.close()
+        if forwarder is not None:
+            forwarder.close()
+        relay.close()
+
+
+@pytest.fixture(scope="session")
+def server(interop_dir: Path) -> Iterator[Server]:
+    srv = Server(interop_dir / "server-data", interop_dir / "server.log")
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop(signal.SIGTERM)
+
+
+@pytest.fixture
+def harness(net: Net, server: Server, codes: Codes, tmp_path: Path) -> Harness:
+    return Harness(net, server, tmp_path, codes)

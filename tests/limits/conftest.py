@@ -1,0 +1,28 @@
+"""An in-process server on 127.0.0.1 with per-test configuration."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from limits_support import StartServer
+
+from pigeonhole.config import ServerConfig
+from pigeonhole.server.app import MailboxServer
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> StartServer:
+    """`async with start_server(**config_overrides) as srv:` runs a server on a free port."""
+
+    @asynccontextmanager
+    async def start(**overrides: Any) -> AsyncIterator[MailboxServer]:
+        config = replace(ServerConfig(host="127.0.0.1", port=0, data_dir=tmp_path), **overrides)
+        async with MailboxServer(config) as server:
+            yield server
+
+    return start

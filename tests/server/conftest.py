@@ -1,0 +1,107 @@
+"""Fixtures for the black-box server tests: real WebSocket connections on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_support import APPID, Client, FakeClock, open_client
+
+from pigeonhole.config import ServerConfig
+from pigeonhole.server.app import MailboxServer
+
+#: durability is proven by the subprocess tests on disk; in-process ones may use tmpfs
+SHM = Path("/dev/shm")
+
+MakeServer = Callable[..., AbstractAsyncContextManager[MailboxServer]]
+Connect = Callable[..., Awaitable[Client]]
+
+
+def base_config(data_dir: Path, **overrides: Any) -> ServerConfig:
+    config = ServerConfig(
+        host="127.0.0.1",
+        port=0,
+        data_dir=data_dir,
+        motd=None,
+        signal_error=None,
+        advertise_version=None,
+        disallow_list=False,
+        blur_usage=None,
+        prune_expiry=660.0,
+        prune_interval=300.0,
+    )
+    return replace(config, **overrides)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The servers' clock: real time plus an offset the test can advance."""
+    return FakeClock()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """The in-process servers' DATA_DIR: on tmpfs when there is one (fsync is ~free)."""
+    if not SHM.is_dir() or not os.access(SHM, os.W_OK):
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(prefix="pigeonhole-test-", dir=SHM) as path:
+        yield Path(path)
+
+
+@pytest.fixture
+def make_server(data_dir: Path, clock: FakeClock) -> MakeServer:
+    """`async with make_server(clock=..., **config) as srv:` runs a server on a free port."""
+
+    @asynccontextmanager
+    async def start(
+        clock: Callable[[], float] = clock, **overrides: Any
+    ) -> AsyncIterator[MailboxServer]:
+        async with MailboxServer(base_config(data_dir, **overrides), clock=clock) as srv:
+            yield srv
+
+    return start
+
+
+@pytest.fixture
+async def server(make_server: MakeServer) -> AsyncIterator[MailboxServer]:
+    """A server with the default configuration, its data in `data_dir`."""
+    async with make_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def connect(server: MailboxServer) -> AsyncIterator[Connect]:
+    """`await connect(srv=None, headers=None)`: a new client (welcome already read)."""
+    clients: list[Client] = []
+
+    async def open_one(
+        srv: MailboxServer | None = None, headers: dict[str, str] | None = None
+    ) -> Client:
+        client = await open_client((srv or server).url, headers)
+        clients.append(client)
+        return client
+
+    yield open_one
+    for client in clients:
+        with contextlib.suppress(Exception):
+            await client.disconnect()
+
+
+@pytest.fixture
+def bound(connect: Connect) -> Connect:
+    """`await bound(side, appid=APPID, srv=None)`: a new client already bound."""
+
+    async def open_bound(side: str, appid: str = APPID, srv: MailboxServer | None = None) -> Client:
+        client = await connect(srv)
+        await client.bind(appid, side)
+        return client
+
+    return open_bound

@@ -1,0 +1,163 @@
+"""The real `pigeonhole serve` process: durability across SIGKILL, clean exit on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_support import APPID, Client, http_get, open_client, strip
+
+pytestmark = pytest.mark.asyncio
+
+#: the interpreter running the tests: the project's venv python
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServeProcess:
+    """`python -m pigeonhole serve` on 127.0.0.1:port with its data in data_dir."""
+
+    def __init__(self, data_dir: Path, port: int, log: Path) -> None:
+        self.data_dir, self.port, self.log = data_dir, port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1"
+
+    async def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE")}
+        cmd = [PYTHON, "-m", "pigeonhole", "serve", "--host", "127.0.0.1"]
+        cmd += ["--port", str(self.port), "--data-dir", str(self.data_dir)]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 20
+        while True:
+            assert self.proc.poll() is None, f"server exited: {self.log.read_text()}"
+            try:
+                status, _, body = await http_get(f"http://127.0.0.1:{self.port}/")
+                if status == 200 and body == "Wormhole Relay\n":
+                    return
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"server did not start: {self.log.read_text()}"
+            await asyncio.sleep(0.05)
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    async def wait(self, timeout: float = 15) -> int:
+        assert self.proc is not None
+        return await asyncio.to_thread(self.proc.wait, timeout)
+
+    def kill_if_running(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def serve_process(tmp_path: Path) -> Iterator[ServeProcess]:
+    """A (not yet started) server process; killed at teardown if still running."""
+    process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log")
+    yield process
+    process.kill_if_running()
+
+
+async def bound_client(url: str, side: str, clients: list[Client]) -> Client:
+    client = await open_client(url)
+    clients.append(client)
+    await client.bind(APPID, side, client_version=["test", "1"])
+    return client
+
+
+async def test_sigkill_loses_nothing_confirmed(serve_process):
+    """Every confirmed claim, open and message survives SIGKILL and a restart."""
+    await serve_process.start()
+    url = serve_process.url
+    clients: list[Client] = []
+    channels = []  # (nameplate, mailbox, [messages in order])
+    for i in range(4):
+        name = str(20 + i)
+        a = await bound_client(url, f"a{i}", clients)
+        mailbox = await a.claim(name)
+        assert await a.open(mailbox) == []
+        sent = [await a.add("pake", f"{i:02x}aa", f"a{i}-1")]
+        sent.append(await a.add("version", f"{i:02x}bb", {"n": i}))
+        b = await bound_client(url, f"b{i}", clients)
+        assert await b.claim(name) == mailbox
+        assert [strip(m) for m in await b.open(mailbox)] == [strip(m) for m in sent]
+        sent.append(await b.add("pake", f"{i:02x}cc", None))
+        channels.append((name, mailbox, sent))
+    allocator = await bound_client(url, "alloc", clients)
+    allocated = (await allocator.call("allocate"))["nameplate"]
+    allocated_mailbox = await allocator.claim(allocated)
+    bare = await bound_client(url, "bare", clients)
+    assert await bare.open("bare-mailbox") == []
+    bare_sent = [await bare.add("0", "0123")]
+
+    serve_process.signal(signal.SIGKILL)
+    assert await serve_process.wait() == -signal.SIGKILL
+    for client in clients:
+        await client.disconnect()
+    clients.clear()
+
+    await serve_process.start()
+    try:
+        for i, (name, mailbox, sent) in enumerate(channels):
+            for side in (f"a{i}", f"b{i}"):
+                again = await bound_client(url, side, clients)
+                assert await again.claim(name) == mailbox
+                history = await again.open(mailbox)
+                assert [strip(m) for m in history] == [strip(m) for m in sent]
+                assert [m["server_rx"] for m in history] == [m["server_rx"] for m in sent]
+            crowd = await bound_client(url, f"c{i}", clients)
+            await crowd.expect_error("crowded", "claim", nameplate=name)
+        again = await bound_client(url, "alloc", clients)
+        assert await again.claim(allocated) == allocated_mailbox
+        again = await bound_client(url, "bare", clients)
+        assert [strip(m) for m in await again.open("bare-mailbox")] == [strip(m) for m in bare_sent]
+        names = (await again.call("list"))["nameplates"]
+        expected = sorted([name for name, _, _ in channels] + [allocated])
+        assert names == [{"id": n} for n in expected]
+    finally:
+        for client in clients:
+            await client.disconnect()
+
+
+async def test_sigterm_closes_with_1001_and_exits_zero(serve_process):
+    """SIGTERM closes every WebSocket with 1001 and exits 0; the data is kept."""
+    await serve_process.start()
+    clients: list[Client] = []
+    a = await bound_client(serve_process.url, "a", clients)
+    mailbox = await a.claim("5")
+    assert await a.open(mailbox) == []
+    echo = await a.add("p", "aa")
+    idle = await open_client(serve_process.url)  # connected, not bound
+    clients.append(idle)
+
+    serve_process.signal(signal.SIGTERM)
+    for client in clients:
+        await asyncio.wait_for(client.ws.wait_closed(), 10)
+        assert client.ws.close_code == 1001
+    assert await serve_process.wait() == 0
+
+    await serve_process.start()
+    again = await bound_client(serve_process.url, "a", clients)
+    assert await again.claim("5") == mailbox
+    assert [strip(m) for m in await again.open(mailbox)] == [strip(echo)]
+    await again.disconnect()
