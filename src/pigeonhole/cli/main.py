@@ -7,6 +7,7 @@ import click
 from pigeonhole import __version__
 from pigeonhole.cli.archive import archive
 from pigeonhole.cli.serve import serve
+from pigeonhole.cli.usage import demo_data, export_usage, report
 
 
 @click.group(context_settings={"auto_envvar_prefix": "PIGEONHOLE", "show_default": True})
@@ -17,6 +18,9 @@ def cli() -> None:
 
 cli.add_command(serve)
 cli.add_command(archive)
+cli.add_command(export_usage)
+cli.add_command(report)
+cli.add_command(demo_data)
 
 
 def main() -> None:

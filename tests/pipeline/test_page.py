@@ -1,0 +1,154 @@
+"""The HTML report opened in headless Chromium: it renders and shows every chart.
+
+Chromium is driven over the DevTools protocol (a WebSocket, with the `websockets` test
+dependency); a full-page screenshot is taken (kept as docs/report-screenshot.png when
+PIGEONHOLE_UPDATE_SCREENSHOT=1).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import struct
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ReportRun
+
+SCREENSHOT = Path(__file__).parents[2] / "docs" / "report-screenshot.png"
+#: the flags this machine needs (env/machines/python-svc.md): no sandbox as root, no network
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--window-size=1100,900",
+    "--remote-debugging-port=0",
+]
+
+
+class DevTools:
+    """A minimal DevTools protocol client for one page."""
+
+    def __init__(self, socket: Any) -> None:
+        self._socket = socket
+        self._ids = itertools.count(1)
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        call_id = next(self._ids)
+        self._socket.send(json.dumps({"id": call_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self._socket.recv(timeout=30))
+            if message.get("id") == call_id:
+                if "error" in message:
+                    raise RuntimeError(message["error"])
+                return message["result"]  # type: ignore[no-any-return]
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+
+@pytest.fixture(scope="module")
+def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
+    """Chromium showing OUTPUT/index.html, loaded."""
+    client = pytest.importorskip("websockets.sync.client", reason="websockets drives Chromium")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium (Debian package `chromium`)")
+    profile = tmp_path_factory.mktemp("chromium")
+    url = (report_run.out / "index.html").as_uri()
+    process = subprocess.Popen(
+        [chromium, *FLAGS, f"--user-data-dir={profile}", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with client.connect(
+            _page_socket(profile / "DevToolsActivePort", url), max_size=None
+        ) as socket:
+            tools = DevTools(socket)
+            deadline = time.monotonic() + 30
+            while tools.evaluate("document.readyState") != "complete":
+                assert time.monotonic() < deadline, "the page did not finish loading"
+                time.sleep(0.1)
+            yield tools
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _page_socket(port_file: Path, url: str) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if port_file.exists() and port_file.read_text().strip():
+            port = port_file.read_text().split()[0]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:
+                targets = json.load(answer)
+            for target in targets:
+                if target.get("type") == "page" and target.get("url") == url:
+                    return str(target["webSocketDebuggerUrl"])
+        time.sleep(0.1)
+    raise AssertionError("Chromium did not open the page")
+
+
+def test_the_report_renders_with_its_title_and_sections(page: DevTools) -> None:
+    """The page has its title, key figures, chart headings and the tables list."""
+    assert page.evaluate("document.title") == "Pigeonhole usage report"
+    headings = page.evaluate("[...document.querySelectorAll('h2')].map(h => h.textContent)")
+    assert "Peak concurrency per hour" in headings and "Tables" in headings
+    assert page.evaluate("document.querySelectorAll('.figure').length") == 4
+
+
+def test_every_chart_is_decoded_and_visible(page: DevTools) -> None:
+    """All 7 PNG charts decode (natural size > 0) and are laid out at a readable size."""
+    images = page.evaluate("""[...document.images].map(i => ({alt: i.alt,
+        ok: i.complete && i.naturalWidth > 0, width: i.getBoundingClientRect().width}))""")
+    assert len(images) == 7
+    assert all(i["ok"] and i["width"] > 600 for i in images), images
+
+
+def test_nothing_is_fetched_from_the_network(page: DevTools) -> None:
+    """The page loads no resource over HTTP(S): it is self-contained."""
+    fetched = page.evaluate(
+        "performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => n.startsWith('http'))"
+    )
+    assert fetched == []
+
+
+def test_a_screenshot_of_the_whole_page_is_taken(
+    page: DevTools, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A full-page PNG screenshot is taken; PIGEONHOLE_UPDATE_SCREENSHOT=1 keeps it in docs/."""
+    size = page.call("Page.getLayoutMetrics")["cssContentSize"]
+    shot = page.call(
+        "Page.captureScreenshot",
+        format="png",
+        captureBeyondViewport=True,
+        clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+    )
+    data = base64.b64decode(shot["data"])
+    assert data.startswith(b"\x89PNG") and len(data) > 50_000
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 800 and height >= 2000, (width, height)
+    target = (
+        SCREENSHOT
+        if os.environ.get("PIGEONHOLE_UPDATE_SCREENSHOT") == "1"
+        else tmp_path_factory.mktemp("shot") / SCREENSHOT.name
+    )
+    target.write_bytes(data)

@@ -1,0 +1,117 @@
+"""Pure transforms on tiny hand-written frames: results, timing, clients and connections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from pigeonhole.pipeline.clients import clients_by_period, hourly_connections
+from pigeonhole.pipeline.results import results_by_period
+from pigeonhole.pipeline.timing import timing_by_period
+
+from .frames import DAY, A, at, sessions
+
+pytestmark = pytest.mark.usefixtures("spark")
+NEXT = DAY.replace(day=19)
+
+
+def test_a_session_across_midnight_starts_on_one_day_and_finishes_on_the_next(spark: Any) -> None:
+    """`started_count` goes to the start day and `count` (finished) to the end day."""
+    frame = sessions(spark, [(A, "happy", 23.5, 1.0, 3600.0), (A, "happy", 1.0, 1.0, 60.0)])
+    assertDataFrameEqual(
+        results_by_period(frame, "day"),
+        [
+            Row(day=DAY, app_id=A, result="happy", count=1, started_count=2),
+            Row(day=NEXT, app_id=A, result="happy", count=1, started_count=0),
+        ],
+    )
+
+
+def test_hourly_results_split_at_the_hour(spark: Any) -> None:
+    """A session from 10:50 to 11:10 starts in hour 10 and finishes in hour 11."""
+    frame = sessions(spark, [(A, "lonely", 10 + 50 / 60, None, 1200.0)])
+    assertDataFrameEqual(
+        results_by_period(frame, "hour"),
+        [
+            Row(day=DAY, hour=10, app_id=A, result="lonely", count=0, started_count=1),
+            Row(day=DAY, hour=11, app_id=A, result="lonely", count=1, started_count=0),
+        ],
+    )
+
+
+def test_null_waiting_time_is_left_out_of_waiting_percentiles_only(spark: Any) -> None:
+    """A lonely session (NULL waiting) counts in total time but not in waiting time."""
+    frame = sessions(spark, [(A, "happy", 1.0, 4.0, 10.0), (A, "lonely", 1.0, None, 500.0)])
+    row = timing_by_period(frame, "day").where("app_id IS NOT NULL").collect()[0]
+    assert (row["waited"], row["waiting_p50"], row["waiting_p99"]) == (1, 4.0, 4.0)
+    assert (row["total_p50"], row["total_p99"]) == (10.0, 500.0)
+
+
+def test_only_lonely_sessions_give_null_waiting_percentiles(spark: Any) -> None:
+    """With no second side at all, waiting percentiles are NULL, not 0."""
+    frame = sessions(spark, [(A, "lonely", 1.0, None, 50.0)])
+    row = timing_by_period(frame, "day").where("app_id IS NULL").collect()[0]
+    assert (row["waited"], row["waiting_p50"], row["total_p50"]) == (0, None, 50.0)
+
+
+def test_percentiles_of_a_small_group_are_exact(spark: Any) -> None:
+    """Below percentile_approx's accuracy the p50/p90/p99 of 1..100 are 50, 90 and 99."""
+    frame = sessions(spark, [(A, "happy", 2.0, float(w), 3000.0) for w in range(1, 101)])
+    row = timing_by_period(frame, "day").where("app_id IS NULL").collect()[0]
+    assert (row["waiting_p50"], row["waiting_p90"], row["waiting_p99"]) == (50.0, 90.0, 99.0)
+
+
+def test_clients_keep_null_versions_and_count_distinct_sides(spark: Any) -> None:
+    """A client that sent no version stays NULL; a side binding twice is one side."""
+    binds = spark.createDataFrame(
+        [
+            (A, "s1", at(1), "python", "0.24.0"),
+            (A, "s1", at(1.5), "python", "0.24.0"),
+            (A, "s2", at(1.2), None, None),
+        ],
+        "app_id string, side string, connect_time timestamp, implementation string, version string",
+    )
+    assertDataFrameEqual(
+        clients_by_period(binds, "day"),
+        [
+            Row(day=DAY, app_id=A, implementation="python", version="0.24.0", binds=2, sides=1),
+            Row(day=DAY, app_id=A, implementation=None, version=None, binds=1, sides=1),
+        ],
+    )
+
+
+def test_connection_samples_give_hourly_maxima(spark: Any) -> None:
+    """Samples within an hour reduce to their count and each gauge's maximum."""
+    samples = spark.createDataFrame(
+        [(at(3.1), 5, 4, 3, 2, 2), (at(3.9), 9, 8, 6, 1, 4), (at(4.0), 1, 1, 0, 0, 0)],
+        "sampled timestamp, connections long, bound long, subscribed long, nameplates long, "
+        "mailboxes long",
+    )
+    assertDataFrameEqual(
+        hourly_connections(samples),
+        [
+            Row(
+                day=DAY,
+                hour=3,
+                samples=2,
+                max_connections=9,
+                max_bound=8,
+                max_subscribed=6,
+                max_nameplates=2,
+                max_mailboxes=4,
+            ),
+            Row(
+                day=DAY,
+                hour=4,
+                samples=1,
+                max_connections=1,
+                max_bound=1,
+                max_subscribed=0,
+                max_nameplates=0,
+                max_mailboxes=0,
+            ),
+        ],
+    )
