@@ -50,9 +50,12 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     max_connections: int = 10000
     max_connections_per_address: int = 100
-    #: frames queued for one client before it counts as a slow reader and is closed
-    max_queued_frames: int = 256
-    #: seconds one frame may take to leave before the client counts as not reading
+    #: frames held for one client while their commits are pending; beyond, it is closed
+    max_queued_frames: int = 1024
+    #: bytes written but not yet taken by the client; beyond, it is dropped as not reading
+    #: (a full mailbox, 8 MiB of messages, is replayed at once on `open`)
+    max_buffered_bytes: int = 16 * 1024 * 1024
+    #: seconds a client may stay behind (over 64 KiB unread) before it is dropped
     send_timeout: float = 30.0
     tls_cert: Path | None = None
     tls_key: Path | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -111,15 +112,28 @@ async def test_total_connections_refused_with_503(start_server: StartServer) -> 
         assert info.value.response.status_code == 503
 
 
-async def test_slow_reader_is_closed_and_others_keep_going(start_server: StartServer) -> None:
-    """A client that stops reading is closed; another client's exchange goes on meanwhile."""
+@pytest.mark.parametrize(
+    ("buffered", "timeout", "pings"),
+    [(1024 * 1024, 30.0, 200), (64 * 1024 * 1024, 1.0, 40)],
+    ids=["too-many-unread-bytes", "behind-too-long"],
+)
+async def test_slow_reader_is_closed_and_others_keep_going(
+    start_server: StartServer, buffered: int, timeout: float, pings: int
+) -> None:
+    """A client that stops reading is closed; another client's exchange goes on meanwhile.
+
+    Either limit drops it: too many bytes it has not read, or being behind for too long.
+    """
     limits = Limits(commands_per_second=1000, command_burst=1000)
-    async with start_server(limits=limits, max_queued_frames=16, send_timeout=2.0) as srv:
+    async with start_server(
+        limits=limits, max_buffered_bytes=buffered, send_timeout=timeout
+    ) as srv:
         # max_queue=1: the client library stops reading the socket once one frame waits
         slow = await connect(srv.url, max_queue=1, max_size=None)
         big = "x" * 200_000
-        for i in range(200):
-            await slow.send(json.dumps({"type": "ping", "ping": big, "id": i}))
+        with contextlib.suppress(websockets.ConnectionClosed, ConnectionError):
+            for i in range(pings):  # 8 MB of pongs: far beyond socket buffers
+                await slow.send(json.dumps({"type": "ping", "ping": big, "id": i}))
         fast = await bound(srv.url, "f")
         await fast.send(json.dumps({"type": "open", "mailbox": "m"}))
         for i in range(20):

@@ -158,17 +158,24 @@ log = logging.getLogger("pigeonhole.serve")
 )
 @click.option(
     "--max-queued-frames",
-    default=256,
+    default=1024,
     show_default=True,
     type=click.IntRange(min=8),
-    help="Frames queued for a slow reader before close.",
+    help="Frames held for one client while their commits are pending, before close.",
+)
+@click.option(
+    "--max-buffered-bytes",
+    default=16 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=64 * 1024),
+    help="Bytes sent but not yet read by one client before it is dropped as not reading.",
 )
 @click.option(
     "--send-timeout",
     default=30.0,
     show_default=True,
     type=click.FloatRange(min=0.1),
-    help="Seconds a frame may wait to leave before the client is dropped as slow.",
+    help="Seconds a client may stay behind (64 KiB unread) before it is dropped as slow.",
 )
 @click.option(
     "--tls-cert",
@@ -243,6 +250,7 @@ def serve(
     max_connections: int,
     max_connections_per_address: int,
     max_queued_frames: int,
+    max_buffered_bytes: int,
     send_timeout: float,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -292,6 +300,7 @@ def serve(
         max_connections=max_connections,
         max_connections_per_address=max_connections_per_address,
         max_queued_frames=max_queued_frames,
+        max_buffered_bytes=max_buffered_bytes,
         send_timeout=send_timeout,
         tls_cert=tls_cert,
         tls_key=tls_key,

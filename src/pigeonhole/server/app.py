@@ -121,7 +121,11 @@ class MailboxServer:
         return web.Response(text=render_metrics(self), content_type="text/plain", charset="utf-8")
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
-        ws = web.WebSocketResponse(heartbeat=60.0, max_msg_size=self.config.max_frame_bytes)
+        # no permessage-deflate: frames are small JSON, and uncompressed frames are
+        # written synchronously (server/outbox.py)
+        ws = web.WebSocketResponse(
+            heartbeat=60.0, max_msg_size=self.config.max_frame_bytes, compress=False
+        )
         if not ws.can_prepare(request).ok:
             return web.Response(text="Magic Wormhole mailbox: connect with a WebSocket client\n")
         host, port = self._client(request)
@@ -211,6 +215,7 @@ class MailboxServer:
         self._timers = [
             loop.create_task(self._every(self.config.prune_interval, self.prune_now)),
             loop.create_task(self._every(self.config.usage_sample_interval, self.sample_usage)),
+            loop.create_task(self._every(self._sweep_interval(), self.sweep_slow_readers)),
         ]
         log.info(
             "pigeonhole %s listening on %s (resumed %d nameplates, %d mailboxes)",
@@ -276,6 +281,16 @@ class MailboxServer:
                     await result
             except Exception:
                 log.exception("periodic task failed")
+
+    def _sweep_interval(self) -> float:
+        return min(max(self.config.send_timeout / 4, 0.25), 5.0)
+
+    def sweep_slow_readers(self) -> None:
+        """Drop clients that have stayed behind (unread bytes) for the send timeout."""
+        now = time.monotonic()
+        timeout = self.config.send_timeout
+        for conn in list(self.connections):
+            conn.check_behind(now, timeout)
 
     async def prune_now(self) -> int:
         """Prune idle channels and wait until the deletions are committed."""

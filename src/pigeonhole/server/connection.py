@@ -41,8 +41,9 @@ class Connection:
         self.outbox = Outbox(
             ws,
             server.clock,
+            transport=transport,
             max_frames=config.max_queued_frames,
-            send_timeout=config.send_timeout,
+            max_buffered_bytes=config.max_buffered_bytes,
             on_slow=self._slow,
         )
         now = server.clock()
@@ -64,7 +65,6 @@ class Connection:
         self._close_request: tuple[int, str] | None = None
 
     async def run(self, welcome: dict[str, object]) -> None:
-        self.outbox.start()
         self.outbox.put({"type": "welcome", "welcome": welcome})
         try:
             async for msg in self.ws:
@@ -80,7 +80,7 @@ class Connection:
             await self.outbox.flush(self.server.config.shutdown_timeout)
         finally:
             self.session.disconnect()
-            await self.outbox.stop()
+            self.outbox.stop()
 
     def handle_frame(self, data: str | bytes) -> None:
         server = self.server
@@ -112,6 +112,11 @@ class Connection:
             server.event("closing connection", self, code=code, reason=reason)
             self._close_request = step.close
 
+    def check_behind(self, now: float, timeout: float) -> None:
+        """Called periodically: drop the client if it has not kept up for `timeout` s."""
+        if self.outbox.behind(now, timeout):
+            self.outbox.drop_slow_reader()
+
     def _slow(self) -> None:
         """The client does not read: stop delivering, and drop it without waiting."""
         self.server.metrics.count_limit("slow reader")
@@ -125,7 +130,9 @@ class Connection:
             await asyncio.wait_for(
                 self.ws.close(code=CLOSE_POLICY, message=b"client too slow"), 2.0
             )
-        if self._transport is not None and not self._transport.is_closing():
+        # a closing transport still holds the unread bytes and waits for the client to
+        # take them, which it never does: abort drops them and the socket
+        if self._transport is not None:
             self._transport.abort()
 
     async def close(self, code: int, message: bytes) -> None:

@@ -1,9 +1,16 @@
 """A connection's ordered output: each frame waits for the commit it depends on.
 
 Frames leave strictly in the order they were queued. A frame queued with a commit
-future is held until that commit is durable (spec 002: no direct response before its
-side effects are committed); since commits resolve in order, this never reorders.
-The queue is bounded: a client that stops reading is closed, never waited on by others.
+future (a barrier) is held until that commit is durable (spec 002: no direct response
+before its side effects are committed); since commits resolve in order, holding never
+reorders. A frame with nothing to wait for, behind nothing held, is written at once.
+
+There is no task per connection: frames are written synchronously into the transport's
+buffer, and held frames are released by one callback on the barrier they wait for, so a
+group commit costs one callback per connection it answers, not a task switch per frame.
+The transport's buffer is the send queue: a client that stops reading shows as a growing
+buffer, and `behind()` lets the server drop it (too many bytes, or behind for too long)
+without anyone waiting on it.
 """
 
 from __future__ import annotations
@@ -17,15 +24,15 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 log = logging.getLogger("pigeonhole.outbox")
 
 Frame = dict[str, Any]
 Barrier = asyncio.Future[None] | None
 
-#: close code when a commit this connection waits on failed
-CLOSE_INTERNAL_ERROR = 1011
+#: a transport buffer above this many bytes means the client is not keeping up
+BEHIND_BYTES = 64 * 1024
 
 
 class Outbox:
@@ -34,87 +41,138 @@ class Outbox:
         ws: web.WebSocketResponse,
         clock: Callable[[], float] = time.time,
         *,
-        max_frames: int = 256,
-        send_timeout: float = 30.0,
+        transport: asyncio.Transport | None = None,
+        max_frames: int = 1024,
+        max_buffered_bytes: int = 16 * 1024 * 1024,
         on_slow: Callable[[], None] | None = None,
     ) -> None:
         self._ws = ws
         self._clock = clock
+        self._transport = transport
         self._max_frames = max_frames
-        self._send_timeout = send_timeout
+        self._max_buffered = max_buffered_bytes
         self._on_slow = on_slow
-        self._queue: deque[tuple[Frame, Barrier]] = deque()
-        self._wakeup = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._task: asyncio.Task[None] | None = None
+        #: frames waiting for their commit, in order
+        self._held: deque[tuple[Frame, Barrier]] = deque()
+        #: the barrier whose completion will release the front of `_held`
+        self._watching: asyncio.Future[None] | None = None
+        self._emptied: asyncio.Future[None] | None = None
+        #: set once the client was found too slow, or a commit failed: nothing more is sent
         self.overflowed = False
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        #: monotonic time since which the transport buffer has been over BEHIND_BYTES
+        self.behind_since: float | None = None
 
     def put(self, frame: Frame, barrier: Barrier = None) -> None:
         if self.overflowed:
             return
-        if len(self._queue) >= self._max_frames:
-            self._slow_reader()
+        if not self._held and (barrier is None or barrier.done()):
+            if barrier is not None and barrier.exception() is not None:
+                self._fail()
+                return
+            self._send(frame)
             return
-        self._queue.append((frame, barrier))
-        self._idle.clear()
-        self._wakeup.set()
+        if len(self._held) >= self._max_frames:
+            self.drop_slow_reader()
+            return
+        self._held.append((frame, barrier))
+        if self._watching is None:
+            self._watch()
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._held)
 
-    def _slow_reader(self) -> None:
+    def _watch(self) -> None:
+        """Release the front of `_held` when its barrier completes."""
+        barrier = self._held[0][1]
+        if barrier is None or barrier.done():
+            self._release(None)
+        else:
+            self._watching = barrier
+            barrier.add_done_callback(self._release)
+
+    def _release(self, _done: asyncio.Future[None] | None) -> None:
+        self._watching = None
+        held = self._held
+        while held and not self.overflowed:
+            frame, barrier = held[0]
+            if barrier is not None and not barrier.done():
+                self._watching = barrier
+                barrier.add_done_callback(self._release)
+                return
+            held.popleft()
+            if barrier is not None and barrier.exception() is not None:
+                self._fail()
+                return
+            self._send(frame)
+        if not held and self._emptied is not None and not self._emptied.done():
+            self._emptied.set_result(None)
+
+    def _send(self, frame: Frame) -> None:
+        ws = self._ws
+        if ws.closed:
+            return
+        try:
+            data = orjson.dumps({**frame, "server_tx": self._clock()})
+        except TypeError:
+            log.exception("cannot encode a %s frame; dropped", frame.get("type"))
+            return
+        # aiohttp writes an uncompressed frame synchronously and only then may wait for
+        # the transport to drain: run the coroutine to its first suspension and do not
+        # wait, the frame is already in the buffer; `behind()` watches that buffer.
+        coro = ws.send_frame(data, WSMsgType.TEXT)
+        try:
+            coro.send(None)
+        except StopIteration:
+            pass
+        except (ConnectionError, RuntimeError):
+            return  # the connection is closing; its reader will end it
+        else:
+            coro.close()
+        if self._transport is not None and (
+            self._transport.get_write_buffer_size() > self._max_buffered
+        ):
+            self.drop_slow_reader()
+
+    def behind(self, now: float, timeout: float) -> bool:
+        """True if the client has not kept up for `timeout` seconds (checked periodically)."""
+        if self._transport is None or self.overflowed:
+            return False
+        size: int = self._transport.get_write_buffer_size()
+        if size <= BEHIND_BYTES:
+            self.behind_since = None
+            return False
+        if self.behind_since is None:
+            self.behind_since = now
+        return now - self.behind_since >= timeout
+
+    def drop_slow_reader(self) -> None:
         if self.overflowed:
             return
-        self.overflowed = True
-        self._queue.clear()
-        self._idle.set()
+        self._stop()
         if self._on_slow is not None:
             self._on_slow()
 
-    async def _run(self) -> None:
-        ws = self._ws
-        queue = self._queue
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while queue:
-                frame, barrier = queue[0]
-                if barrier is not None and not barrier.done():
-                    await asyncio.wait({barrier})
-                if not queue:
-                    break  # cleared meanwhile
-                queue.popleft()
-                if barrier is not None and barrier.exception() is not None:
-                    queue.clear()
-                    await ws.close(code=CLOSE_INTERNAL_ERROR, message=b"storage failure")
-                    break
-                if ws.closed:
-                    continue
-                try:
-                    data = orjson.dumps({**frame, "server_tx": self._clock()}).decode()
-                except TypeError:
-                    log.exception("cannot encode a %s frame; dropped", frame.get("type"))
-                    continue
-                try:
-                    await asyncio.wait_for(ws.send_str(data), self._send_timeout)
-                except TimeoutError:
-                    queue.clear()
-                    self._slow_reader()
-                except ConnectionError:
-                    queue.clear()
-            self._idle.set()
+    def _fail(self) -> None:
+        """A commit this connection waits on failed: the server recovers and closes it."""
+        self._stop()
+
+    def _stop(self) -> None:
+        self.overflowed = True
+        self._held.clear()
+        if self._emptied is not None and not self._emptied.done():
+            self._emptied.set_result(None)
 
     async def flush(self, timeout: float) -> None:
-        """Wait (bounded) until every queued frame has been sent."""
+        """Wait (bounded) until every held frame has been written."""
+        if not self._held:
+            return
+        if self._emptied is None or self._emptied.done():
+            self._emptied = asyncio.get_running_loop().create_future()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(asyncio.shield(self._emptied), timeout)
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    def stop(self) -> None:
+        """The connection ended: drop what is still held."""
+        self._held.clear()
+        if self._emptied is not None and not self._emptied.done():
+            self._emptied.set_result(None)
