@@ -64,9 +64,14 @@ class MailboxServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.rendezvous = Rendezvous(SECURE_RANDOMNESS, config.blur_usage)
         self.store = SqliteStore(config.channel_db, config.usage_db)
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-db")
+        # the store is used on the loop's thread; this one thread only runs fdatasync
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
         self.committer = GroupCommitter(
-            self.store.write, self._storage_failed, self._executor, self.metrics.observe_commit
+            self.store.write,
+            self.store.sync,
+            self._storage_failed,
+            self._executor,
+            self.metrics.observe_commit,
         )
         self.connections: set[Connection] = set()
         self._trusted = parse_networks(config.trusted_proxies)
@@ -108,9 +113,8 @@ class MailboxServer:
         return web.Response(text="Wormhole Relay\n")
 
     async def _health(self, request: web.Request) -> web.Response:
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self.store.ping)
+            self.store.ping()
         except Exception as err:
             return web.Response(status=503, text=f"database unavailable: {err}\n")
         return web.Response(text="ok\n")
@@ -194,10 +198,8 @@ class MailboxServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._started_at = self.clock()
-        await loop.run_in_executor(self._executor, self.store.open)
-        await loop.run_in_executor(
-            self._executor, self.store.load, self.rendezvous, self._started_at
-        )
+        self.store.open()
+        self.store.load(self.rendezvous, self._started_at)
         nameplates, mailboxes = self.rendezvous.counts()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -251,8 +253,7 @@ class MailboxServer:
         if self._runner is not None:
             await self._runner.cleanup()
         await self.committer.drain()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self.store.close)
+        self.store.close()
         self._executor.shutdown(wait=True)
         log.info("pigeonhole stopped")
 
@@ -343,10 +344,7 @@ class MailboxServer:
             return_exceptions=True,
         )
         self.rendezvous.apps.clear()
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(
-                self._executor, self.store.load, self.rendezvous, self.clock()
-            )
+            self.store.load(self.rendezvous, self.clock())
         except Exception:
             log.exception("reloading state failed")

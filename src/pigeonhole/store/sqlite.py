@@ -1,15 +1,20 @@
 """The SQLite store: one `write` is one transaction over the channel and usage databases.
 
-Both files are in WAL mode with `synchronous=FULL`, so a commit is durable once
-`write` returns, and readers (`export-usage`, operators' tools) never block the writer.
-The usage database is ATTACHed to the same connection so one transaction covers both
-(atomic per file in WAL mode). All calls must come from one thread: the group
-committer's.
+Both files are in WAL mode. `write` commits with `synchronous=NORMAL`: the transaction is
+in the write-ahead log (the OS's page cache) when it returns, which already survives a
+killed process; `sync` then fdatasyncs both logs, after which everything written before
+is durable against power loss too, exactly what `synchronous=FULL` gives per commit, but
+one sync serves many transactions (store/group_commit.py). Readers (`export-usage`,
+operators' tools) never block the writer. The usage database is ATTACHed to the same
+connection so one transaction covers both (atomic per file in WAL mode). `write` and the
+reads run on the event loop's thread; `sync` only touches file descriptors, from a worker.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,9 @@ class SqliteStore:
         self._channel_path = channel_path
         self._usage_path = usage_path
         self._db: sqlite3.Connection | None = None
+        #: open descriptors of the two write-ahead logs, for `sync`
+        self._wal_fds: dict[str, int] = {}
+        self._fd_lock = threading.Lock()
 
     def open(self) -> None:
         self._channel_path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +57,8 @@ class SqliteStore:
         db.execute("ATTACH DATABASE ? AS usage", (str(self._usage_path),))
         for schema in ("main", "usage"):
             db.execute(f"PRAGMA {schema}.journal_mode=WAL")
-            db.execute(f"PRAGMA {schema}.synchronous=FULL")
+            # durability comes from `sync` (fdatasync of the logs) before any reply
+            db.execute(f"PRAGMA {schema}.synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=5000")
         self._db = db
 
@@ -57,6 +66,28 @@ class SqliteStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+        with self._fd_lock:
+            for fd in self._wal_fds.values():
+                os.close(fd)
+            self._wal_fds.clear()
+
+    def sync(self) -> None:
+        """Make every transaction written so far durable: fdatasync both logs.
+
+        A log that does not exist yet holds no transaction. The log files stay (same inode)
+        while the store's connection is open: SQLite only rewinds them after checkpoints.
+        """
+        with self._fd_lock:
+            for path in (self._channel_path, self._usage_path):
+                wal = f"{path}-wal"
+                fd = self._wal_fds.get(wal)
+                if fd is None:
+                    try:
+                        fd = os.open(wal, os.O_RDONLY | os.O_CLOEXEC)
+                    except FileNotFoundError:
+                        continue
+                    self._wal_fds[wal] = fd
+                os.fdatasync(fd)
 
     @property
     def db(self) -> sqlite3.Connection:

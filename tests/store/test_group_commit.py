@@ -1,0 +1,134 @@
+"""Group commit: a step's future resolves only after a sync that followed its write."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pigeonhole.protocol import effects as fx
+from pigeonhole.store.group_commit import GroupCommitter
+from pigeonhole.store.sqlite import SqliteStore
+
+
+class Journal:
+    """A fake disk that records writes and syncs in order; a sync can be held back."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.fail_write = False
+        self.fail_sync = False
+        self.failures: list[BaseException] = []
+
+    def write(self, effects: list[fx.Effect]) -> None:
+        if self.fail_write:
+            raise RuntimeError("disk full")
+        self.events.append("write " + ",".join(e.name for e in effects))  # type: ignore[attr-defined]
+
+    def sync(self) -> None:
+        self.release.wait(5)
+        if self.fail_sync:
+            raise OSError("EIO")
+        self.events.append("sync")
+
+
+def _np(name: str) -> fx.Effect:
+    return fx.PutNameplate("app", name, "m" * 13)
+
+
+@pytest.fixture
+def journal() -> Journal:
+    return Journal()
+
+
+@pytest.fixture
+async def committer(journal: Journal) -> GroupCommitter:
+    executor = ThreadPoolExecutor(1)
+    c = GroupCommitter(journal.write, journal.sync, journal.failures.append, executor)
+    yield c  # type: ignore[misc]
+    executor.shutdown(wait=True)
+
+
+async def test_steps_of_one_iteration_share_a_write_and_a_sync(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    a = committer.submit([_np("1")])
+    b = committer.submit([_np("2"), _np("3")])
+    assert a is b and a is not None and not a.done()
+    await a
+    assert journal.events == ["write 1,2,3", "sync"]
+    assert committer.batches == 1 and committer.effects == 3
+
+
+async def test_nothing_resolves_before_its_sync(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    journal.release.clear()  # the disk is slow
+    first = committer.submit([_np("1")])
+    await asyncio.sleep(0.05)  # written, now syncing
+    second = committer.submit([_np("2")])
+    await asyncio.sleep(0.05)  # written behind the running sync
+    assert first is not None and second is not None
+    assert not first.done() and not second.done()
+    assert journal.events == ["write 1", "write 2"]
+    journal.release.set()
+    await second
+    assert first.done()
+    assert journal.events == ["write 1", "write 2", "sync", "sync"]
+
+
+async def test_a_barrier_waits_for_everything_before_it(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    assert committer.submit([]) is None  # nothing outstanding
+    journal.release.clear()
+    step = committer.submit([_np("1")])
+    barrier = committer.submit([])
+    assert barrier is step
+    await asyncio.sleep(0.05)
+    barrier = committer.submit([])
+    assert barrier is step and barrier is not None and not barrier.done()
+    journal.release.set()
+    await committer.drain()
+    assert barrier.done() and committer.submit([]) is None
+
+
+async def test_a_failed_write_fails_its_steps_and_reports(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    journal.fail_write = True
+    step = committer.submit([_np("1")])
+    assert step is not None
+    with pytest.raises(RuntimeError, match="disk full"):
+        await step
+    assert len(journal.failures) == 1 and "sync" not in journal.events
+
+
+async def test_a_failed_sync_fails_every_written_step(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    journal.fail_sync = True
+    step = committer.submit([_np("1")])
+    assert step is not None
+    with pytest.raises(OSError, match="EIO"):
+        await step
+    assert len(journal.failures) == 1
+
+
+def test_store_sync_before_and_after_writes(tmp_path: Path) -> None:
+    """`sync` works with no log yet, then fdatasyncs the logs the writes created."""
+    store = SqliteStore(tmp_path / "channel.sqlite", tmp_path / "usage.sqlite")
+    store.open()
+    try:
+        store.sync()
+        store.write([_np("1")])
+        store.sync()
+        assert (tmp_path / "channel.sqlite-wal").stat().st_size > 0
+        assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    finally:
+        store.close()
