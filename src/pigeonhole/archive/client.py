@@ -160,4 +160,3 @@ def _completion(payload: rlp.Item) -> Completion:
         return packets.parse_completion(rlp.as_bytes(payload, "completion"))
     except ValueError as err:
         raise ArchiveClientError(f"malformed completion from server: {err}") from err
-

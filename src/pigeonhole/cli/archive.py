@@ -62,20 +62,35 @@ def archive() -> None:
 @click.option("--url", required=True, help="Archive WebSocket URL, e.g. ws://HOST:PORT/whisper/v6.")
 @click.option("--topic", required=True, callback=_topic, help="Topic, 8 hex digits.")
 @click.option("--data", required=True, callback=_hex, help="Envelope data, hex.")
-@click.option("--ttl", default=DEFAULT_TTL, show_default=True, type=click.IntRange(1, 2**32 - 1),
-              help="Time to live in seconds.")
-@click.option("--sent", type=click.IntRange(0, 2**32 - 1), default=None,
-              help="Creation time (UNIX seconds) instead of now: back-dates the envelope.")
-@click.option("--pow", "target_pow", default=0.001, show_default=True,
-              type=click.FloatRange(min=0), help="Proof of work to seal the envelope to.")
-def post(url: str, topic: bytes, data: bytes, ttl: int, sent: int | None,
-         target_pow: float) -> None:
+@click.option(
+    "--ttl",
+    default=DEFAULT_TTL,
+    show_default=True,
+    type=click.IntRange(1, 2**32 - 1),
+    help="Time to live in seconds.",
+)
+@click.option(
+    "--sent",
+    type=click.IntRange(0, 2**32 - 1),
+    default=None,
+    help="Creation time (UNIX seconds) instead of now: back-dates the envelope.",
+)
+@click.option(
+    "--pow",
+    "target_pow",
+    default=0.001,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Proof of work to seal the envelope to.",
+)
+def post(
+    url: str, topic: bytes, data: bytes, ttl: int, sent: int | None, target_pow: float
+) -> None:
     """Archive one envelope; print its hash (hex) once the server committed it."""
     created = int(time.time()) if sent is None else sent
     if created + ttl > 2**32 - 1:
         raise click.BadParameter("sent + ttl must fit in 32 bits", param_hint="--ttl")
-    envelope = seal(expiry=created + ttl, ttl=ttl, topic=topic, data=data,
-                    target_pow=target_pow)
+    envelope = seal(expiry=created + ttl, ttl=ttl, topic=topic, data=data, target_pow=target_pow)
     refused = asyncio.run(_post(_url(url), envelope))
     if refused:
         raise click.ClickException(f"envelope refused: {refused}")
@@ -94,23 +109,62 @@ async def _post(url: str, envelope: Envelope) -> str | None:
 @archive.command()
 @click.option("--url", required=True, help="Archive WebSocket URL, e.g. ws://HOST:PORT/whisper/v6.")
 @click.option("--password", required=True, help="The archive's password (symmetric key).")
-@click.option("--from", "lower", required=True, type=click.IntRange(0, 2**32 - 1),
-              help="Oldest creation time, UNIX seconds (inclusive).")
-@click.option("--to", "upper", required=True, type=click.IntRange(0, 2**32 - 1),
-              help="Newest creation time, UNIX seconds (inclusive).")
-@click.option("--topic", "topics", multiple=True, callback=_topic,
-              help="Only this topic (8 hex digits); repeat for several. Default: all.")
-@click.option("--limit", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
-              help="Envelopes per page; 0 means the server's default.")
+@click.option(
+    "--from",
+    "lower",
+    required=True,
+    type=click.IntRange(0, 2**32 - 1),
+    help="Oldest creation time, UNIX seconds (inclusive).",
+)
+@click.option(
+    "--to",
+    "upper",
+    required=True,
+    type=click.IntRange(0, 2**32 - 1),
+    help="Newest creation time, UNIX seconds (inclusive).",
+)
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    callback=_topic,
+    help="Only this topic (8 hex digits); repeat for several. Default: all.",
+)
+@click.option(
+    "--limit",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 2**32 - 1),
+    help="Envelopes per page; 0 means the server's default.",
+)
 @click.option("--cursor", default=None, callback=_hex, help="Resume after this cursor (hex).")
 @click.option("--all", "follow", is_flag=True, help="Follow cursors to the last page.")
-@click.option("--pow", "target_pow", default=0.0, show_default=True,
-              type=click.FloatRange(min=0), help="Proof of work to seal the request to.")
-def query(url: str, password: str, lower: int, upper: int, topics: tuple[bytes, ...],
-          limit: int, cursor: bytes | None, follow: bool, target_pow: float) -> None:
+@click.option(
+    "--pow",
+    "target_pow",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Proof of work to seal the request to.",
+)
+def query(
+    url: str,
+    password: str,
+    lower: int,
+    upper: int,
+    topics: tuple[bytes, ...],
+    limit: int,
+    cursor: bytes | None,
+    follow: bool,
+    target_pow: float,
+) -> None:
     """Print each envelope in [--from, --to] as JSON, then the completion."""
     payload = RequestPayload(
-        lower=lower, upper=upper, limit=limit, cursor=cursor or b"", topics=topics,
+        lower=lower,
+        upper=upper,
+        limit=limit,
+        cursor=cursor or b"",
+        topics=topics,
         bloom=topics_to_bloom(topics) if topics else FULL_BLOOM,
     )
     completion = asyncio.run(_query(_url(url), payload, password, follow, target_pow))
@@ -119,8 +173,9 @@ def query(url: str, password: str, lower: int, upper: int, topics: tuple[bytes, 
         raise SystemExit(1)
 
 
-async def _query(url: str, payload: RequestPayload, password: str, follow: bool,
-                 target_pow: float) -> Completion:
+async def _query(
+    url: str, payload: RequestPayload, password: str, follow: bool, target_pow: float
+) -> Completion:
     key = sym_key_from_password(password)
     last_hash = ZERO_HASH
     try:
@@ -132,21 +187,29 @@ async def _query(url: str, payload: RequestPayload, password: str, follow: bool,
             async for reply in client.request_all(payload, key, target_pow=target_pow):
                 _print(reply)
                 last_hash = reply.envelopes[-1].hash if reply.envelopes else last_hash
-            return Completion(reply.completion.request_id, last_hash, reply.completion.cursor,
-                              reply.completion.error)
+            return Completion(
+                reply.completion.request_id,
+                last_hash,
+                reply.completion.cursor,
+                reply.completion.error,
+            )
     except (ArchiveClientError, aiohttp.ClientError, OSError) as err:
         raise click.ClickException(str(err)) from err
 
 
 def _print(reply: Reply) -> None:
     for envelope in reply.envelopes:
-        click.echo(json.dumps({
-            "hash": envelope.hash.hex(),
-            "topic": envelope.topic.hex(),
-            "sent": envelope.created,
-            "ttl": envelope.ttl,
-            "rlp": envelope.rlp.hex(),
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "hash": envelope.hash.hex(),
+                    "topic": envelope.topic.hex(),
+                    "sent": envelope.created,
+                    "ttl": envelope.ttl,
+                    "rlp": envelope.rlp.hex(),
+                }
+            )
+        )
 
 
 def _completion_json(completion: Completion) -> dict[str, object]:
