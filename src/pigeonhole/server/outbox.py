@@ -26,10 +26,12 @@ from typing import Any
 import orjson
 from aiohttp import WSMsgType, web
 
+from pigeonhole.store.group_commit import Commit
+
 log = logging.getLogger("pigeonhole.outbox")
 
 Frame = dict[str, Any]
-Barrier = asyncio.Future[None] | None
+Barrier = Commit | None
 
 #: a transport buffer above this many bytes means the client is not keeping up
 BEHIND_BYTES = 64 * 1024
@@ -55,7 +57,7 @@ class Outbox:
         #: frames waiting for their commit, in order
         self._held: deque[tuple[Frame, Barrier]] = deque()
         #: the barrier whose completion will release the front of `_held`
-        self._watching: asyncio.Future[None] | None = None
+        self._watching: Commit | None = None
         self._emptied: asyncio.Future[None] | None = None
         #: set once the client was found too slow, or a commit failed: nothing more is sent
         self.overflowed = False
@@ -90,7 +92,7 @@ class Outbox:
             self._watching = barrier
             barrier.add_done_callback(self._release)
 
-    def _release(self, _done: asyncio.Future[None] | None) -> None:
+    def _release(self, _done: Commit | None) -> None:
         self._watching = None
         held = self._held
         while held and not self.overflowed:

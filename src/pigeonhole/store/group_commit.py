@@ -1,6 +1,6 @@
 """Group commit: many protocol steps share one transaction and one fsync.
 
-Each `submit` joins the current batch and gets that batch's future. The batch is written
+Each `submit` joins the current batch and gets that batch's `Commit`. The batch is written
 once per event-loop iteration, on the loop's own thread: one SQLite transaction for every
 step of the iteration, cheap because SQLite does not sync here (`synchronous=NORMAL`).
 Durability comes from the second half: a worker thread fdatasyncs the write-ahead logs,
@@ -10,8 +10,12 @@ of steps, and an idle server syncs at once.
 
 Why split it: writing on the loop thread avoids handing the GIL to a database thread for
 every statement (which made each commit wait on the busy loop), and syncing in a thread
-keeps a slow disk from stalling the loop. Batches resolve in order, so a step's future
+keeps a slow disk from stalling the loop. Batches resolve in order, so a step's commit
 resolving means every earlier step is durable too.
+
+Latency is counted in loop iterations: a `Commit` calls its callbacks synchronously when
+the sync's completion reaches the loop, so replies leave in that same iteration (an
+asyncio future would schedule each callback for a later one).
 """
 
 from __future__ import annotations
@@ -19,12 +23,67 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from pigeonhole.protocol.effects import Effect
 
 log = logging.getLogger("pigeonhole.store")
+
+
+class Commit:
+    """The durability of one batch: done once synced, or failed with the error.
+
+    Like a future, but callbacks run synchronously on resolution; awaitable.
+    """
+
+    __slots__ = ("_callbacks", "_done", "_error", "_waiter", "started")
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[Commit], object]] = []
+        self._done = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self.started = time.perf_counter()
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def add_done_callback(self, callback: Callable[[Commit], object]) -> None:
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def resolve(self, error: BaseException | None = None) -> None:
+        if self._done:
+            return
+        self._done, self._error = True, error
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("commit callback failed")
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+    def __await__(self) -> Generator[Any, None, None]:
+        if not self._done:
+            if self._waiter is None:
+                self._waiter = asyncio.get_running_loop().create_future()
+            yield from self._waiter.__await__()
+        if self._error is not None:
+            raise self._error
 
 
 class GroupCommitter:
@@ -41,22 +100,21 @@ class GroupCommitter:
         self._on_failure = on_failure
         self._executor = executor
         self._observe = observe
-        #: effects of the batch being gathered, and its future
+        #: effects of the batch being gathered, and its commit
         self._pending: list[Effect] = []
-        self._next: asyncio.Future[None] | None = None
-        self._next_started = 0.0
-        self._flush_scheduled = False
-        #: batches written, waiting for a sync: (future, submitted at)
-        self._written: list[tuple[asyncio.Future[None], float]] = []
-        self._syncing: asyncio.Task[None] | None = None
-        self._last: asyncio.Future[None] | None = None
+        self._next: Commit | None = None
+        #: batches written, waiting for the next sync; and those the running sync covers
+        self._written: list[Commit] = []
+        self._syncing: list[Commit] | None = None
+        self._last: Commit | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: observability: batches and effects committed, and the time spent committing
         self.batches = 0
         self.effects = 0
         self.commit_seconds_total = 0.0
 
-    def submit(self, effects: list[Effect]) -> asyncio.Future[None] | None:
-        """Queue effects; the returned future resolves once they are durable.
+    def submit(self, effects: list[Effect]) -> Commit | None:
+        """Queue effects; the returned commit resolves once they are durable.
 
         With no effects this is a barrier: it resolves once everything submitted so far
         is durable, or is None when nothing is outstanding.
@@ -68,71 +126,66 @@ class GroupCommitter:
             return last if last is not None and not last.done() else None
         self._pending.extend(effects)
         if self._next is None:
-            loop = asyncio.get_running_loop()
-            self._next = loop.create_future()
-            self._next.add_done_callback(_consume_exception)
-            self._next_started = time.perf_counter()
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._next = Commit()
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._flush)
         return self._next
 
     def _flush(self) -> None:
         """Write the gathered batch as one transaction (no sync yet)."""
-        self._flush_scheduled = False
-        batch, future, started = self._pending, self._next, self._next_started
+        batch, commit = self._pending, self._next
         self._pending, self._next = [], None
-        if future is None or not batch:
+        if commit is None:
             return
-        self._last = future
+        self._last = commit
         try:
             self._write(batch)
         except Exception as err:
             log.error("commit failed: %s", err)
-            future.set_exception(err)
+            commit.resolve(err)
             self._on_failure(err)
             return
         self.batches += 1
         self.effects += len(batch)
-        self._written.append((future, started))
+        self._written.append(commit)
         if self._syncing is None:
-            self._syncing = asyncio.get_running_loop().create_task(self._sync_written())
+            self._start_sync()
 
-    async def _sync_written(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._written:
-                synced, self._written = self._written, []
-                try:
-                    await loop.run_in_executor(self._executor, self._sync)
-                except Exception as err:
-                    log.error("sync failed: %s", err)
-                    for future, _ in synced + self._written:
-                        future.set_exception(err)
-                    self._written = []
-                    self._on_failure(err)
-                    return
-                now = time.perf_counter()
-                for future, started in synced:
-                    elapsed = now - started
-                    self.commit_seconds_total += elapsed
-                    if self._observe is not None:
-                        self._observe(elapsed)
-                    future.set_result(None)
-        finally:
-            self._syncing = None
+    def _start_sync(self) -> None:
+        self._syncing, self._written = self._written, []
+        loop = self._loop
+        assert loop is not None
+        job = self._executor.submit(self._sync)
+        job.add_done_callback(lambda done: loop.call_soon_threadsafe(self._synced, done))
+
+    def _synced(self, job: ThreadFuture[None]) -> None:
+        covered, self._syncing = self._syncing or [], None
+        error = job.exception()
+        if error is not None:
+            log.error("sync failed: %s", error)
+            failed, self._written = covered + self._written, []
+            for commit in failed:
+                commit.resolve(error)
+            self._on_failure(error)
+            return
+        now = time.perf_counter()
+        for commit in covered:
+            elapsed = now - commit.started
+            self.commit_seconds_total += elapsed
+            if self._observe is not None:
+                self._observe(elapsed)
+            commit.resolve()
+        if self._written:
+            self._start_sync()
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is durable (or failed)."""
-        while self._next is not None or self._syncing is not None or self._written:
-            if self._next is not None:
-                await asyncio.wait({self._next})
-            elif self._syncing is not None:
-                await asyncio.wait({self._syncing})
-            else:
-                await asyncio.sleep(0)
-
-
-def _consume_exception(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()
+        while True:
+            commit = self.submit([])
+            if commit is None:
+                return
+            try:
+                await commit
+            except Exception:
+                return
