@@ -68,6 +68,10 @@ class PermissionPolicy:
     def open_to_all(self) -> bool:
         return "none" in self.methods
 
+    @property
+    def offers_hashcash(self) -> bool:
+        return "hashcash" in self.methods
+
     def current_bits(self, now: float) -> int:
         rate = self._rate.per_second(now)
         return self.bits + extra_bits(rate, self.load_threshold, self.max_bits - self.bits)

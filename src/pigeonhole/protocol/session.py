@@ -63,6 +63,30 @@ PERMISSION_REQUIRED = "permission required: send submit-permissions before bind"
 class Session:
     """Per-connection flags: at most one allocate/claim/release/open/close each."""
 
+    # slots: one Session per connection, so its size is memory per idle connection
+    __slots__ = (
+        "_allocated",
+        "_allow_list",
+        "_bits",
+        "_blur",
+        "_bucket",
+        "_closed",
+        "_created",
+        "_granted",
+        "_limits",
+        "_mailbox_id",
+        "_nameplate",
+        "_permissions",
+        "_released",
+        "_resource",
+        "_rz",
+        "_submitted",
+        "app_id",
+        "handle",
+        "mailbox",
+        "side",
+    )
+
     def __init__(
         self,
         rendezvous: Rendezvous,
@@ -98,19 +122,6 @@ class Session:
         self._mailbox_id: str | None = None  # the mailbox this connection last opened
         self.mailbox: Mailbox | None = None  # open and subscribed
         self._closed = False
-        self._handlers: dict[str, Callable[[dict[str, Any], float, Step], None]] = {
-            "ping": self._ping,
-            "bind": self._bind,
-            "list": self._list,
-            "allocate": self._allocate,
-            "claim": self._claim,
-            "release": self._release,
-            "open": self._open,
-            "add": self._add,
-            "close": self._close,
-            "submit-permissions": self._submit_permissions,
-            "submit-permission": self._submit_permissions,
-        }
 
     @property
     def bound(self) -> bool:
@@ -128,10 +139,10 @@ class Session:
         try:
             if not self.bound and mtype not in _UNBOUND_TYPES:
                 raise ProtocolError(e.MUST_BIND_FIRST)
-            handler = self._handlers.get(mtype)
+            handler = _HANDLERS.get(mtype)
             if handler is None:
                 raise ProtocolError(e.UNKNOWN_TYPE)
-            handler(msg, now, step)
+            handler(self, msg, now, step)
         except ProtocolError as err:
             # effects made before the error (a crowded side's rows) are still committed
             step.immediate.append(error_frame(err.explain, msg))
@@ -310,3 +321,19 @@ class Session:
         self._rz.close(app_id, mailbox_id, side, mood, now, step.effects)
         self._closed = True
         step.after_commit.append({"type": "closed"})
+
+
+#: message type -> handler, shared by every session (one dict, not one per connection)
+_HANDLERS: dict[str, Callable[[Session, dict[str, Any], float, Step], None]] = {
+    "ping": Session._ping,
+    "bind": Session._bind,
+    "list": Session._list,
+    "allocate": Session._allocate,
+    "claim": Session._claim,
+    "release": Session._release,
+    "open": Session._open,
+    "add": Session._add,
+    "close": Session._close,
+    "submit-permissions": Session._submit_permissions,
+    "submit-permission": Session._submit_permissions,
+}

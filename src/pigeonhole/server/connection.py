@@ -24,8 +24,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pigeonhole.connection")
 
+#: what `permission_required` becomes once the welcome is out (shared, never changed)
+_SENT: dict[str, object] = {}
+
 
 class Connection:
+    # slots: one per connection, so its size is memory per idle connection
+    __slots__ = (
+        "_close_request",
+        "_transport",
+        "address",
+        "outbox",
+        "permission_required",
+        "server",
+        "session",
+        "ws",
+    )
+
     def __init__(
         self,
         server: MailboxServer,
@@ -49,7 +64,7 @@ class Connection:
         now = server.clock()
         # a fresh hashcash resource per connection: lowercase hex, because the
         # `hashcash` program lowercases resources, and never a ":" (spec 002)
-        resource = secrets.token_hex(10)
+        resource = secrets.token_hex(10) if server.permissions.offers_hashcash else ""
         self.permission_required, bits = server.permissions.challenge(resource, now)
         self.session = Session(
             server.rendezvous,
@@ -66,6 +81,8 @@ class Connection:
 
     async def run(self, welcome: dict[str, object]) -> None:
         self.outbox.put({"type": "welcome", "welcome": welcome})
+        del welcome  # sent: not kept for the life of the connection
+        self.permission_required = _SENT
         try:
             async for msg in self.ws:
                 if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):

@@ -38,6 +38,20 @@ BEHIND_BYTES = 64 * 1024
 
 
 class Outbox:
+    __slots__ = (
+        "_clock",
+        "_emptied",
+        "_held",
+        "_max_buffered",
+        "_max_frames",
+        "_on_slow",
+        "_transport",
+        "_watching",
+        "_ws",
+        "behind_since",
+        "overflowed",
+    )
+
     def __init__(
         self,
         ws: web.WebSocketResponse,
@@ -54,8 +68,9 @@ class Outbox:
         self._max_frames = max_frames
         self._max_buffered = max_buffered_bytes
         self._on_slow = on_slow
-        #: frames waiting for their commit, in order
-        self._held: deque[tuple[Frame, Barrier]] = deque()
+        #: frames waiting for their commit, in order (made on first use: most idle
+        #: connections never hold a frame, and an empty deque costs 600 bytes)
+        self._held: deque[tuple[Frame, Barrier]] | None = None
         #: the barrier whose completion will release the front of `_held`
         self._watching: Commit | None = None
         self._emptied: asyncio.Future[None] | None = None
@@ -67,24 +82,28 @@ class Outbox:
     def put(self, frame: Frame, barrier: Barrier = None) -> None:
         if self.overflowed:
             return
-        if not self._held and (barrier is None or barrier.done()):
+        held = self._held
+        if not held and (barrier is None or barrier.done()):
             if barrier is not None and barrier.exception() is not None:
                 self._fail()
                 return
             self._send(frame)
             return
-        if len(self._held) >= self._max_frames:
+        if held is None:
+            held = self._held = deque()
+        elif len(held) >= self._max_frames:
             self.drop_slow_reader()
             return
-        self._held.append((frame, barrier))
+        held.append((frame, barrier))
         if self._watching is None:
             self._watch()
 
     def __len__(self) -> int:
-        return len(self._held)
+        return len(self._held) if self._held is not None else 0
 
     def _watch(self) -> None:
         """Release the front of `_held` when its barrier completes."""
+        assert self._held
         barrier = self._held[0][1]
         if barrier is None or barrier.done():
             self._release(None)
@@ -95,6 +114,8 @@ class Outbox:
     def _release(self, _done: Commit | None) -> None:
         self._watching = None
         held = self._held
+        if held is None:
+            return
         while held and not self.overflowed:
             frame, barrier = held[0]
             if barrier is not None and not barrier.done():
@@ -160,7 +181,7 @@ class Outbox:
 
     def _stop(self) -> None:
         self.overflowed = True
-        self._held.clear()
+        self._held = None
         if self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
 
@@ -175,6 +196,6 @@ class Outbox:
 
     def stop(self) -> None:
         """The connection ended: drop what is still held."""
-        self._held.clear()
+        self._held = None
         if self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
