@@ -61,7 +61,13 @@ def decode_frame(data: str | bytes) -> dict[str, Any]:
         msg = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise FrameError(NOT_JSON, _text(data), ack=False) from None
-    if _too_deep(msg):
+    # nesting needs one `{` or `[` per level: count them (in C) before walking in Python
+    opens = (
+        data.count("{") + data.count("[")
+        if isinstance(data, str)
+        else (data.count(b"{") + data.count(b"["))
+    )
+    if opens > MAX_DEPTH and _too_deep(msg):
         raise FrameError(TOO_DEEP, _text(data), ack=False)
     if not isinstance(msg, dict):
         raise FrameError(NOT_OBJECT, msg, ack=False)

@@ -7,6 +7,7 @@ limits, logs and the welcome's `your-address` use.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 
@@ -27,7 +28,9 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return ip
 
 
+@functools.lru_cache(maxsize=4096)
 def is_trusted(host: str, networks: tuple[Network, ...]) -> bool:
+    """Cached: asked once per connection, mostly for the same few proxy addresses."""
     ip = _ip(host)
     return ip is not None and any(ip in net for net in networks)
 
