@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pigeonhole.connection")
 
+_PERMISSION_TYPES = frozenset({"submit-permissions", "submit-permission"})
+
 #: what `permission_required` becomes once the welcome is out (shared, never changed)
 _SENT: dict[str, object] = {}
 
@@ -113,10 +115,14 @@ class Connection:
         server.metrics.count_command(msg["type"])
         step = self.session.receive(msg, server.clock())
         barrier = server.committer.submit(step.effects)
+        refused = False
         for frame in step.immediate:
             self.outbox.put(frame)
             if frame["type"] == "error":
+                refused = True
                 server.metrics.count_error(frame["error"])
+        if not refused and msg["type"] in _PERMISSION_TYPES:
+            server.metrics.permissions["granted"] += 1
         for frame in step.after_commit:
             self.outbox.put(frame, barrier)
         for subscriber, frame in step.deliveries:
