@@ -5,11 +5,13 @@
 
 What it does (see bench/README.md):
   1. makes (once) a separate venv with the reference server from PyPI
-     (magic-wormhole-mailbox-server), and uses this repository's venv for the rest;
+     (magic-wormhole-mailbox-server), one with picows for its trivial server (picows
+     is a candidate, not a dependency), and uses this repository's venv for the rest;
   2. for each server - Pigeonhole (disk), the reference (disk), a trivial in-memory
      server (the ceiling of the generator), the reference with its databases on tmpfs
-     (CPU per exchange without fsync) - starts it alone on 127.0.0.1 on a free port with
-     a fresh data directory, drives it with bench/loadgen.py at each concurrency level,
+     (CPU per exchange without fsync), the same trivial server on websockets and on
+     picows (from its own side venv, made once) - starts it alone on 127.0.0.1 on a
+     free port with a fresh data directory, drives it with bench/loadgen.py at each level,
      reads its CPU time (/proc/PID/stat) over each measuring window, then restarts it
      fresh to hold idle connections and read its memory (/proc/PID/smaps_rollup);
   3. prints one table with every server and the ratios, checks the issue's targets,
@@ -43,6 +45,9 @@ REPO = BENCH.parent
 CACHE = Path(os.environ.get("PIGEONHOLE_BENCH_CACHE", Path.home() / ".cache" / "pigeonhole-bench"))
 REF_SPEC = "magic-wormhole-mailbox-server==0.8.0"
 TOOLS_SPEC = ["py-spy", "pyinstrument"]
+#: the picows trivial server's side venv: picows is a candidate, not a dependency
+PICOWS_SPEC = ["picows==2.3.1", "orjson", "uvloop"]
+PICOWS_VENV = CACHE / "picows-venv"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVER_NOFILE = 65536
 
@@ -59,9 +64,17 @@ def main_python() -> str:
 # --- environments -------------------------------------------------------------------
 
 
-def ensure_venv(path: Path, specs: list[str], probe: str) -> Path:
-    """A venv at `path` with `specs` installed; made once, reused after."""
-    if (path / "bin" / probe).exists():
+def ensure_venv(path: Path, specs: list[str], probe: str, imports: str = "") -> Path:
+    """A venv at `path` with `specs` installed; made once, reused after.
+
+    It is there when `bin/<probe>` exists and, if given, `import <imports>` works in it
+    (for packages that install no script).
+    """
+    ready = (path / "bin" / probe).exists()
+    if ready and imports:
+        check = [str(path / "bin" / "python"), "-c", f"import {imports}"]
+        ready = subprocess.run(check, capture_output=True, timeout=60).returncode == 0
+    if ready:
         return path
     log(f"setting up {path} with {' '.join(specs)} (once)")
     if path.exists():
@@ -274,7 +287,11 @@ def make_server(
             f"--channel-db={data}/channel.sqlite", f"--usage-db={data}/usage.sqlite",
         ]  # fmt: skip
     else:
-        lib = "websockets" if spec.key == "trivial-websockets" else "aiohttp"
+        lib = {"trivial-websockets": "websockets", "trivial-picows": "picows"}.get(
+            spec.key, "aiohttp"
+        )
+        if lib == "picows":  # not in this repository's venv: its own side venv
+            py = str(PICOWS_VENV / "bin" / "python")
         argv = [py, str(BENCH / "trivial_server.py"), "--port", str(port), "--lib", lib]
     return Server(spec, argv, data, port)
 
@@ -613,13 +630,14 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
     better for rates and connections held, below 1 is better for times, CPU and memory.
     """
     P, R, T, S, W = "pigeonhole", "reference", "trivial", "reference-tmpfs", "trivial-websockets"
+    X = "trivial-picows"
     servers = results["servers"]
     lv = {k: {lvl["concurrency"]: lvl for lvl in v.get("levels", [])} for k, v in servers.items()}
     idle = {k: v.get("idle") for k, v in servers.items()}
     head = [
         "figure", "Pigeonhole (disk)", "reference (disk)", "Pigeonhole ÷ reference",
         "trivial aiohttp (memory)", "Pigeonhole ÷ trivial", "reference (tmpfs)",
-        "trivial websockets (memory)",
+        "trivial websockets (memory)", "trivial picows (memory)",
     ]  # fmt: skip
     rows: list[list[str]] = []
 
@@ -629,11 +647,11 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
         r1 = fmt_ratio(vals[P], vals[R]) if ratios else ""
         r2 = fmt_ratio(vals[P], vals[T]) if ratios else ""
         rows.append([name, fmt(vals[P]), fmt(vals[R]), r1, fmt(vals[T]), r2, fmt(vals[S]),
-                     fmt(vals[W])])  # fmt: skip
+                     fmt(vals[W]), fmt(vals[X])])  # fmt: skip
 
     def level_row(name: str, attr: str, c: int, fmt: Any) -> None:
         vals = {}
-        for k in (P, R, T, S, W):
+        for k in (P, R, T, S, W, X):
             entry = lv.get(k, {}).get(c)
             vals[k] = None if entry is None else entry.get(attr)
         add(name, vals, fmt)
@@ -675,7 +693,7 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
         level_row(f"other processes' cores busy, {c} in flight", "other_cores", c, cores)
     for c in levels:
         vals = {}
-        for k in (P, R, T, S, W):
+        for k in (P, R, T, S, W, X):
             e = lv.get(k, {}).get(c)
             vals[k] = (
                 None
@@ -687,12 +705,12 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
     steps = [int(s) for s in args.idle_steps.split(",") if s]
     for n in steps[:2]:
         vals = {}
-        for k in (P, R, T, S, W):
+        for k in (P, R, T, S, W, X):
             st = next((s for s in (idle.get(k) or {}).get("steps", []) if s["target"] == n), None)
             vals[k] = None if st is None or st["held"] < n else st["kib_per_conn"]
         add(f"memory per idle connection, {n:,} held", vals, kib)
     most: dict[str, Any] = {}
-    for k in (P, R, T, S, W):
+    for k in (P, R, T, S, W, X):
         i = idle.get(k) or {}
         most[k] = i.get("most_held")
         if most[k] is not None and i.get("stopped") != "all held":
@@ -805,17 +823,20 @@ SPECS = {
     "trivial-websockets": ServerSpec(
         "trivial-websockets", "trivial websockets (memory)", "trivial", "memory"
     ),
+    "trivial-picows": ServerSpec("trivial-picows", "trivial picows (memory)", "trivial", "memory"),
 }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="Pigeonhole vs the reference mailbox server")
     ap.add_argument(
-        "--servers", default="trivial,pigeonhole,reference,reference-tmpfs,trivial-websockets"
+        "--servers",
+        default="trivial,pigeonhole,reference,reference-tmpfs,trivial-websockets,trivial-picows",
     )
     ap.add_argument("--levels", default="1,10,100,500,1000", help="exchanges in flight")
     ap.add_argument("--tmpfs-levels", default="10,100", help="levels for reference-tmpfs")
     ap.add_argument("--websockets-levels", default="100", help="levels for trivial-websockets")
+    ap.add_argument("--picows-levels", default="100", help="levels for trivial-picows")
     ap.add_argument("--warmup", type=float, default=2.0, help="least warm-up seconds per level")
     ap.add_argument(
         "--warmup-max",
@@ -862,6 +883,7 @@ def main() -> None:
     args.levels = [int(x) for x in args.levels.split(",") if x]
     tmpfs_levels = [int(x) for x in args.tmpfs_levels.split(",") if x]
     ws_levels = [int(x) for x in args.websockets_levels.split(",") if x]
+    picows_levels = [int(x) for x in args.picows_levels.split(",") if x]
     wanted = [s for s in args.servers.split(",") if s]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -869,6 +891,8 @@ def main() -> None:
     ref_venv = CACHE / "ref-venv"
     if any(SPECS[k].kind == "reference" for k in wanted):
         ensure_venv(ref_venv, [REF_SPEC], "twist")
+    if "trivial-picows" in wanted:
+        ensure_venv(PICOWS_VENV, PICOWS_SPEC, "python", imports="picows, orjson, uvloop")
     disk_fs = fs_type(disk_tmpdir_probe())
     began = time.time()
     results: dict[str, Any] = {
@@ -885,9 +909,11 @@ def main() -> None:
     }
     for key in wanted:
         spec = SPECS[key]
-        levels = {"reference-tmpfs": tmpfs_levels, "trivial-websockets": ws_levels}.get(
-            key, args.levels
-        )
+        levels = {
+            "reference-tmpfs": tmpfs_levels,
+            "trivial-websockets": ws_levels,
+            "trivial-picows": picows_levels,
+        }.get(key, args.levels)
         entry: dict[str, Any] = {"label": spec.label, "levels": []}
         results["servers"][key] = entry
         server = make_server(spec, ref_venv, args.pigeonhole_arg, args.pigeonhole_python)
@@ -921,7 +947,7 @@ def main() -> None:
             server.stop()
             if not args.keep:
                 shutil.rmtree(server.data_dir, ignore_errors=True)
-        if not args.no_idle and key in ("pigeonhole", "reference", "trivial"):
+        if not args.no_idle and key in ("pigeonhole", "reference", "trivial", "trivial-picows"):
             # the reference accepts ~100 connections/s with a disk database (commits per
             # connection): hold its idle connections with the databases on tmpfs, where
             # memory per connection is the same and 10,000 take seconds, not minutes

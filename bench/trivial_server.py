@@ -5,7 +5,10 @@ list, allocate, claim, open with replay, add broadcast to every listener includi
 sender, release, close, ping), no persistence, no limits, no validation beyond what the
 happy path needs. Used only by the benchmark.
 
-    python bench/trivial_server.py --port 4100 [--lib websockets|aiohttp]
+    python bench/trivial_server.py --port 4100 [--lib websockets|aiohttp|picows]
+
+picows is not a dependency of the project: bench/run.py runs `--lib picows` with the
+python of a side venv (~/.cache/pigeonhole-bench/picows-venv: picows, orjson, uvloop).
 """
 
 from __future__ import annotations
@@ -248,15 +251,94 @@ async def serve_aiohttp(host: str, port: int) -> None:
     await asyncio.Future()
 
 
+async def serve_picows(host: str, port: int) -> None:
+    from picows import (
+        WSCloseCode,
+        WSFrame,
+        WSListener,
+        WSMsgType,
+        WSTransport,
+        WSUpgradeRequest,
+        WSUpgradeResponse,
+        WSUpgradeResponseWithListener,
+        ws_create_server,
+    )
+
+    class Listener(WSListener):  # type: ignore[misc]
+        """Callbacks, no task per connection: frames are answered as they are parsed."""
+
+        conn: Conn | None = None
+        parts: list[bytes] | None = None  # a fragmented message being reassembled
+
+        def on_ws_connected(self, transport: WSTransport) -> None:
+            peer = transport.underlying_transport.get_extra_info("peername")
+            conn = self.conn = Conn(
+                lambda text: transport.send(WSMsgType.TEXT, text),
+                (peer[0], peer[1]) if peer else ("", 0),
+            )
+            conn.out({"type": "welcome", "welcome": conn.welcome})
+
+        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+            mtype = frame.msg_type
+            if mtype is WSMsgType.CLOSE:  # answer the close handshake, then hang up
+                transport.send_close(WSCloseCode.OK)
+                transport.disconnect()
+                return
+            if mtype is WSMsgType.TEXT or mtype is WSMsgType.BINARY:
+                if frame.fin:
+                    data: bytes = frame.get_payload_as_bytes()
+                else:
+                    self.parts = [frame.get_payload_as_bytes()]
+                    return
+            elif mtype is WSMsgType.CONTINUATION and self.parts is not None:
+                self.parts.append(frame.get_payload_as_bytes())
+                if not frame.fin:
+                    return
+                data, self.parts = b"".join(self.parts), None
+            else:
+                return  # pings are answered by picows (enable_auto_pong), pongs ignored
+            if self.conn is not None:
+                self.conn.handle(data)
+
+        def on_ws_disconnected(self, transport: WSTransport) -> None:
+            if self.conn is not None:
+                self.conn.lost()
+
+    def route(request: WSUpgradeRequest) -> Any:
+        if request.path == b"/v1":
+            return Listener()
+        if request.path == b"/":
+            ok = WSUpgradeResponse.create_ok_response(b"Wormhole Relay\n")
+            return WSUpgradeResponseWithListener(ok, None)
+        return None  # 404
+
+    server = await ws_create_server(
+        route,
+        host,
+        port,
+        websocket_handshake_timeout=None,  # no limits, as the other two
+        enable_auto_ping=True,  # a ping after 60 s of silence, as the other two
+        auto_ping_idle_timeout=60,
+        auto_ping_reply_timeout=30,
+        backlog=4096,
+        reuse_address=True,
+    )
+    print(f"trivial (picows) listening on {host}:{port}", flush=True)
+    async with server:
+        await asyncio.Future()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--lib", choices=["websockets", "aiohttp"], default="websockets")
+    parser.add_argument("--lib", choices=["websockets", "aiohttp", "picows"], default="websockets")
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    run = serve_websockets if args.lib == "websockets" else serve_aiohttp
+    run = {"websockets": serve_websockets, "aiohttp": serve_aiohttp, "picows": serve_picows}[
+        args.lib
+    ]
     try:
         import uvloop
 
