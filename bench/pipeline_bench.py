@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import os
 import shutil
 import subprocess
@@ -132,11 +133,12 @@ def main() -> None:
             f"{r['spark'] / r['duckdb']:.1f}× |",
             flush=True,
         )
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        for engine in ("spark", "duckdb"):
-            per_row = (b[engine] - a[engine]) / (b["rows"] - a["rows"]) * 1e6
-            print(f"{engine}: {per_row:.2f} µs per extra mailbox")
+    for a, b in itertools.pairwise(results):
+        extra = (b["rows"] - a["rows"]) / 1e6
+        growth = ", ".join(
+            f"{engine} {(b[engine] - a[engine]) / extra:.1f} s" for engine in ("spark", "duckdb")
+        )
+        print(f"{a['rows']:,} -> {b['rows']:,}: per extra million mailboxes {growth}")
     print(f"load after: {os.getloadavg()[0]:.1f}")
     if not args.keep and args.workdir is None:
         shutil.rmtree(work)

@@ -28,7 +28,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if shutil.which("java") is None:
         pytest.skip("no Java runtime for Spark")
     from pigeonhole.pipeline.config import SparkConfig
-    from pigeonhole.pipeline.session import build_spark
+    from pigeonhole.pipeline.session import FAST_START_JAVA_OPTIONS, build_spark
 
     session = build_spark(
         SparkConfig(
@@ -39,6 +39,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 "spark.sql.shuffle.partitions": "2",
                 "spark.default.parallelism": "2",
                 "spark.driver.memory": "1g",
+                # C1 only and the serial collector: tiny jobs, so start-up is what counts
+                "spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS,
             },
         )
     )

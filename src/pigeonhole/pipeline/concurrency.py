@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pigeonhole.pipeline.periods import HOUR_US, day_number, with_all_apps
+from pigeonhole.pipeline.periods import HOUR_US, day_number
+
+#: the scope number of all apps together (apps are numbered from 1)
+_ALL_APPS = 0
 
 
 def hourly_peaks(sessions: DataFrame, first_day: dt.date, last_day: dt.date) -> DataFrame:
@@ -29,23 +32,33 @@ def hourly_peaks(sessions: DataFrame, first_day: dt.date, last_day: dt.date) -> 
     rows only for hours in which it had a session open.
     """
     lo, hi = day_number(first_day) * 24, (day_number(last_day) + 1) * 24  # in hours
-    events = with_all_apps(_segment_events(sessions, lo, hi))
+    # Scopes are small integers in the shuffle and the sort (0: all apps, 1..n: the apps),
+    # not app_id strings: most app ids share their first 8 bytes, so a sort on app_id
+    # could hardly use its prefix and compared whole strings almost every time.
+    apps = (
+        sessions.select("app_id")
+        .distinct()
+        .select("app_id", F.row_number().over(Window.orderBy("app_id")).alias("scope"))
+    )
+    coded = sessions.join(F.broadcast(apps), "app_id").drop("app_id")
+    events = _segment_events(coded, lo, hi)
     ticks = sessions.sparkSession.range(lo, hi).select(
-        F.lit(None).cast("string").alias("app_id"),
+        F.lit(_ALL_APPS).alias("scope"),
         F.col("id").alias("h"),
         (F.col("id") * HOUR_US).alias("t"),
         F.lit(0).cast("long").alias("delta"),
     )
     hour = (
-        Window.partitionBy("app_id", "h")
+        Window.partitionBy("h", "scope")
         .orderBy("t")
         .rangeBetween(Window.unboundedPreceding, Window.currentRow)
     )
     levels = events.unionByName(ticks).select(
-        "app_id", "h", F.sum("delta").over(hour).alias("level")
+        "scope", "h", F.sum("delta").over(hour).alias("level")
     )
-    peaks = levels.groupBy("app_id", "h").agg(F.max("level").cast("long").alias("peak"))
-    return peaks.select(
+    peaks = levels.groupBy("scope", "h").agg(F.max("level").cast("long").alias("peak"))
+    named = peaks.join(F.broadcast(apps), "scope", "left")  # scope 0 has no app: NULL
+    return named.select(
         F.date_from_unix_date(F.expr("CAST(h div 24 AS INT)")).alias("day"),
         F.expr("CAST(h % 24 AS INT)").alias("hour"),
         "app_id",
@@ -63,7 +76,14 @@ def daily_peaks(hourly: DataFrame) -> DataFrame:
 
 
 def _segment_events(sessions: DataFrame, lo: int, hi: int) -> DataFrame:
-    """Sessions -> (app_id, h, t, delta): +1/-1 events of each session's hourly segments."""
+    """Sessions -> (scope, h, t, delta): +1/-1 events of each session's hourly segments,
+    for the session's app (`scope`) and for all apps (scope `_ALL_APPS`).
+
+    A session's first segment starts at its start (or the range's first hour), its last
+    segment ends at its end unless that lies past the range; every hour between gets a +1
+    at its first instant (carried in). The common one-hour session costs one scan and one
+    generator row per event; only sessions that cross an hour boundary are exploded.
+    """
     first = F.greatest(F.expr(f"start_us div {HOUR_US}"), F.lit(lo))
     last = F.least(F.expr(f"(end_us - 1) div {HOUR_US}"), F.lit(hi - 1))
     open_in_range = (
@@ -71,15 +91,35 @@ def _segment_events(sessions: DataFrame, lo: int, hi: int) -> DataFrame:
         & (F.col("end_us") > lo * HOUR_US)
         & (F.col("start_us") < hi * HOUR_US)
     )
-    segments = sessions.where(open_in_range).select(
-        "app_id", "start_us", "end_us", F.explode(F.sequence(first, last)).alias("h")
+    spans = sessions.where(open_in_range).select(
+        "scope", "start_us", "end_us", first.alias("first"), last.alias("last")
     )
-    hour_start, hour_end = F.col("h") * HOUR_US, (F.col("h") + 1) * HOUR_US
+    every = F.lit(_ALL_APPS)
     one = F.lit(1).cast("long")
-    starts = segments.select(
-        "app_id", "h", F.greatest("start_us", hour_start).alias("t"), one.alias("delta")
+
+    def own(scope: Column) -> list[Column]:
+        start = F.struct(
+            scope.alias("scope"),
+            F.col("first").alias("h"),
+            F.greatest("start_us", F.col("first") * HOUR_US).alias("t"),
+            one.alias("delta"),
+        )
+        end = F.struct(
+            scope.alias("scope"),
+            F.col("last").alias("h"),
+            F.col("end_us").alias("t"),
+            (-one).alias("delta"),
+        )
+        return [start, end]
+
+    ends_in_range = (F.col("delta") > 0) | (F.col("t") < (F.col("h") + 1) * HOUR_US)
+    starts_and_ends = spans.select(F.inline(F.array(*own(F.col("scope")), *own(every)))).where(
+        ends_in_range
     )
-    ends = segments.where(F.col("end_us") < hour_end).select(
-        "app_id", "h", F.col("end_us").alias("t"), (-one).alias("delta")
+    carried = (
+        spans.where(F.col("first") < F.col("last"))
+        .select(F.explode(F.array("scope", every)).alias("scope"), "first", "last")
+        .select("scope", F.explode(F.sequence(F.col("first") + 1, F.col("last"))).alias("h"))
+        .select("scope", "h", (F.col("h") * HOUR_US).alias("t"), one.alias("delta"))
     )
-    return starts.unionByName(ends)
+    return starts_and_ends.unionByName(carried)

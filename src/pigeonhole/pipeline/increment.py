@@ -15,6 +15,7 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import reduce
 from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,8 +63,10 @@ def plan_run(
     spark: SparkSession, input_root: str, known: Iterable[tuple[str, str, dt.date, dt.date]]
 ) -> Plan:
     """Compare the input files with the catalog `known` (`InputFile` rows) and plan the run."""
+    # one listing job for the whole dataset (not one per table)
+    everything = _relative(input_root, storage.list_files(spark, input_root))
     listed = {
-        t: _relative(input_root, storage.list_files(spark, storage.join(input_root, t)))
+        t: [p for p in everything if p.startswith(t + "/")]
         for t in (*SESSION_TABLES, *OTHER_TABLES)
     }
     present = {p for paths in listed.values() for p in paths}
@@ -90,33 +93,38 @@ def _relative(root: str, uris: Iterable[str]) -> list[str]:
 
 
 def _describe(spark: SparkSession, root: str, paths: list[str]) -> list[InputFile]:
+    ends = _session_ends(spark, root, [p for p in paths if p.startswith(SESSION_TABLES)])
     found = []
     for table in (*SESSION_TABLES, *OTHER_TABLES):
-        mine = [p for p in paths if p.startswith(table + "/")]
-        ends = _session_ends(spark, root, table, mine) if table in SESSION_TABLES else {}
-        for path in mine:
+        for path in (p for p in paths if p.startswith(table + "/")):
             day = file_day(path)
-            found.append(InputFile(table, path, day, max(day, ends.get(_key(path), day))))
+            found.append(InputFile(table, path, day, max(day, ends.get(path, day))))
     return found
 
 
-def _session_ends(
-    spark: SparkSession, root: str, table: str, paths: list[str]
-) -> dict[str, dt.date]:
-    """(day=.../file name) -> the last day a session of that file reached."""
-    if not paths:
+def _session_ends(spark: SparkSession, root: str, paths: list[str]) -> dict[str, dt.date]:
+    """(table/day=.../file name) -> the last day a session of that file reached.
+
+    One job for the files of both session tables (their rows read as a union).
+    """
+    parts: list[DataFrame] = []
+    for table in SESSION_TABLES:
+        mine = [storage.join(root, p) for p in paths if p.startswith(table + "/")]
+        if mine:
+            rows = read_table(spark, root, table, mine)
+            end = F.unix_micros("started") + F.floor(F.col("total_time") * 1_000_000)
+            name = F.element_at(F.split(F.input_file_name(), "/"), -1)
+            parts.append(
+                rows.groupBy("day", name.alias("name"))
+                .agg(F.max(end).alias("end_us"))
+                .select(F.lit(table).alias("table"), "day", "name", "end_us")
+            )
+    if not parts:
         return {}
-    rows: DataFrame = read_table(spark, root, table, [storage.join(root, p) for p in paths])
-    end = F.unix_micros("started") + F.floor(F.col("total_time") * 1_000_000)
-    name = F.element_at(F.split(F.input_file_name(), "/"), -1)
-    ends = rows.groupBy("day", name.alias("name")).agg(F.max(end).alias("end_us")).collect()
+    ends = reduce(DataFrame.unionByName, parts).collect()
     epoch = dt.date(1970, 1, 1)
     return {
-        f"day={r['day'].isoformat()}/{r['name']}": epoch
+        f"{r['table']}/day={r['day'].isoformat()}/{r['name']}": epoch
         + dt.timedelta(days=int(r["end_us"]) // DAY_US)
         for r in ends
     }
-
-
-def _key(path: str) -> str:
-    return "/".join(path.split("/")[-2:])

@@ -22,7 +22,7 @@ from pigeonhole.pipeline.config import ReportConfig
 from pigeonhole.pipeline.increment import plan_run
 from pigeonhole.pipeline.periods import DAY_US, HOUR_US, to_sessions
 from pigeonhole.pipeline.progress import Progress
-from pigeonhole.pipeline.results import results_by_period
+from pigeonhole.pipeline.results import daily_from_hourly, results_by_period
 from pigeonhole.pipeline.schema import TABLES
 from pigeonhole.pipeline.summary import summarize
 from pigeonhole.pipeline.timing import timing_by_period
@@ -50,7 +50,11 @@ def compute_tables(
     other days may be present and only serve as carry-in.
     """
     mail, plates = to_sessions(inputs["mailboxes"]), to_sessions(inputs["nameplates"])
-    results = {g: results_by_period(mail, g).cache() for g in ("day", "hour")}
+    # every intermediate that feeds several tables is cached, and the daily counts are the
+    # sums of the (small, cached) hourly ones, so each input is read as few times as possible
+    hourly = results_by_period(mail, "hour").cache()
+    results = {"hour": hourly, "day": daily_from_hourly(hourly).cache()}
+    hourly_plates = results_by_period(plates, "hour").cache()
     peaks = {
         "mail": hourly_peaks(mail, first_day, last_day).cache(),
         "plates": hourly_peaks(plates, first_day, last_day).cache(),
@@ -58,8 +62,8 @@ def compute_tables(
     tables = {
         "daily_results": results["day"],
         "hourly_results": results["hour"],
-        "daily_nameplate_results": results_by_period(plates, "day"),
-        "hourly_nameplate_results": results_by_period(plates, "hour"),
+        "daily_nameplate_results": daily_from_hourly(hourly_plates),
+        "hourly_nameplate_results": hourly_plates,
         "daily_summary": summarize(
             results["day"],
             timing_by_period(mail, "day"),
