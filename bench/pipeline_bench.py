@@ -8,15 +8,19 @@ connection samples that go with them) is generated once; then, each in a fresh p
 * DuckDB: the same metrics (tests/pipeline/duckdb_reference.py), each written as Parquet.
 
 Usage: python bench/pipeline_bench.py [--sizes 1000000 10000000] [--days 90] [--runs 1]
-Prints a Markdown table; the work directory is kept only with --keep.
+Prints a Markdown table and each Spark run's step times (the report's progress lines, which
+it writes to stderr, kept in WORKDIR/report-ROWS-RUN.log); the work directory is kept only
+with --keep.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,16 +49,24 @@ for name, relation in all_metrics(con, dt.date.fromisoformat(first),
 """
 
 
-def _timed(command: list[str]) -> float:
+def _timed(command: list[str], log: Path | None = None) -> float:
+    """Wall time of `command`; its stderr goes to `log` (or is kept for the error)."""
     started = time.perf_counter()
-    subprocess.run(
-        command,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "TZ": "UTC"},
-    )
+    with open(log, "w") if log is not None else contextlib.nullcontext() as sink:
+        subprocess.run(
+            command,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=sink if sink is not None else subprocess.PIPE,
+            env={**os.environ, "TZ": "UTC"},
+        )
     return time.perf_counter() - started
+
+
+def _steps(log: Path) -> list[str]:
+    """The report's step lines (`[3/14] daily_summary (… to …) (12.3 s)`) from its stderr."""
+    ended = re.compile(r"\[\d+/\d+\] .* \([\d.]+ s\)$")
+    return [line for line in log.read_text().splitlines() if ended.match(line)]
 
 
 def _generate(data: Path, rows: int, days: int, end: dt.date) -> float:
@@ -74,6 +86,7 @@ def _bench(work: Path, rows: int, days: int, runs: int, memory: str) -> dict[str
     for run in range(runs):
         out = work / f"report-{rows}-{run}"
         shutil.rmtree(out, ignore_errors=True)
+        log = work / f"report-{rows}-{run}.log"
         spark.append(
             _timed(
                 [
@@ -85,12 +98,13 @@ def _bench(work: Path, rows: int, days: int, runs: int, memory: str) -> dict[str
                     "--output",
                     str(out),
                     "--full",
-                    "--quiet",
                     "--conf",
                     f"spark.driver.memory={memory}",
-                ]
+                ],
+                log,
             )
         )
+        print(f"  Spark steps, {rows:,} mailboxes, run {run + 1}:", *_steps(log), sep="\n    ")
         duck_out = work / f"duckdb-{rows}-{run}"
         shutil.rmtree(duck_out, ignore_errors=True)
         duck_out.mkdir()

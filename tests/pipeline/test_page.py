@@ -83,7 +83,9 @@ def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Ite
         ) as socket:
             tools = DevTools(socket)
             deadline = time.monotonic() + 30
-            while tools.evaluate("document.readyState") != "complete":
+            # the target can still show its initial blank document, which is "complete" too
+            loaded = "document.readyState === 'complete' && location.href === " + json.dumps(url)
+            while tools.evaluate(loaded) is not True:
                 assert time.monotonic() < deadline, "the page did not finish loading"
                 time.sleep(0.1)
             yield tools

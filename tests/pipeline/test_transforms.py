@@ -8,11 +8,16 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from pigeonhole.pipeline.clients import clients_by_period, hourly_connections
+from pigeonhole.pipeline.clients import (
+    binds_per_side,
+    clients_by_period,
+    clients_from_sides,
+    hourly_connections,
+)
 from pigeonhole.pipeline.results import results_by_period
 from pigeonhole.pipeline.timing import timing_by_period
 
-from .frames import DAY, A, at, sessions
+from .frames import DAY, A, B, at, sessions
 
 pytestmark = pytest.mark.usefixtures("spark")
 NEXT = DAY.replace(day=19)
@@ -81,6 +86,45 @@ def test_clients_keep_null_versions_and_count_distinct_sides(spark: Any) -> None
             Row(day=DAY, app_id=A, implementation=None, version=None, binds=1, sides=1),
         ],
     )
+
+
+def test_one_per_side_pass_gives_both_client_tables(spark: Any) -> None:
+    """From one cached per-side frame: a side binding in two hours is one side of the day
+    and one side of each hour; sides of other buckets and apps are counted apart."""
+    binds = spark.createDataFrame(
+        [
+            (A, "s1", at(1.2), "python", "0.24.0"),
+            (A, "s1", at(2.5), "python", "0.24.0"),
+            (A, "s1", at(2.7), "python", "0.24.0"),
+            (A, "s2", at(2.1), "python", "0.24.0"),
+            (A, "s2", at(2.2), "python", "0.25.0"),
+            (B, "s1", at(1.4), "python", "0.24.0"),
+            (A, "s3", at(25.0), "python", "0.24.0"),
+        ],
+        "app_id string, side string, connect_time timestamp, implementation string, version string",
+    )
+    sides = binds_per_side(binds).cache()
+    py, old, new = "python", "0.24.0", "0.25.0"
+    assertDataFrameEqual(
+        clients_from_sides(sides, "day"),
+        [
+            Row(day=DAY, app_id=A, implementation=py, version=old, binds=4, sides=2),
+            Row(day=DAY, app_id=A, implementation=py, version=new, binds=1, sides=1),
+            Row(day=DAY, app_id=B, implementation=py, version=old, binds=1, sides=1),
+            Row(day=NEXT, app_id=A, implementation=py, version=old, binds=1, sides=1),
+        ],
+    )
+    assertDataFrameEqual(
+        clients_from_sides(sides, "hour"),
+        [
+            Row(day=DAY, hour=1, app_id=A, implementation=py, version=old, binds=1, sides=1),
+            Row(day=DAY, hour=2, app_id=A, implementation=py, version=old, binds=3, sides=2),
+            Row(day=DAY, hour=2, app_id=A, implementation=py, version=new, binds=1, sides=1),
+            Row(day=DAY, hour=1, app_id=B, implementation=py, version=old, binds=1, sides=1),
+            Row(day=NEXT, hour=1, app_id=A, implementation=py, version=old, binds=1, sides=1),
+        ],
+    )
+    sides.unpersist()
 
 
 def test_connection_samples_give_hourly_maxima(spark: Any) -> None:

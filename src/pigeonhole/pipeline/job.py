@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from pigeonhole.pipeline import extract, load, page, storage
 from pigeonhole.pipeline.anomalies import AnomalyRules, find_anomalies
-from pigeonhole.pipeline.clients import clients_by_period, hourly_connections
+from pigeonhole.pipeline.clients import binds_per_side, clients_from_sides, hourly_connections
 from pigeonhole.pipeline.concurrency import daily_peaks, hourly_peaks
 from pigeonhole.pipeline.config import ReportConfig
 from pigeonhole.pipeline.increment import plan_run
@@ -55,6 +55,9 @@ def compute_tables(
     hourly = results_by_period(mail, "hour").cache()
     results = {"hour": hourly, "day": daily_from_hourly(hourly).cache()}
     hourly_plates = results_by_period(plates, "hour").cache()
+    # one shuffle of the raw binds serves both client tables (distinct sides per hour and
+    # per day)
+    sides = binds_per_side(inputs["client_versions"]).cache()
     peaks = {
         "mail": hourly_peaks(mail, first_day, last_day).cache(),
         "plates": hourly_peaks(plates, first_day, last_day).cache(),
@@ -74,8 +77,8 @@ def compute_tables(
         "hourly_summary": summarize(
             results["hour"], timing_by_period(mail, "hour"), peaks["mail"], peaks["plates"], "hour"
         ),
-        "daily_clients": clients_by_period(inputs["client_versions"], "day"),
-        "hourly_clients": clients_by_period(inputs["client_versions"], "hour"),
+        "daily_clients": clients_from_sides(sides, "day"),
+        "hourly_clients": clients_from_sides(sides, "hour"),
         "hourly_connections": hourly_connections(inputs["connection_counts"]),
     }
     in_range = F.col("day").between(F.lit(first_day), F.lit(last_day))
