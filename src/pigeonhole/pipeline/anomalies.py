@@ -153,17 +153,13 @@ def _metric(summary: DataFrame, name: str, value: Column, events: Column) -> Dat
 def _flag(
     judged: DataFrame, signal: Column, fence: Column, beyond: Column, enough: Column
 ) -> DataFrame:
-    fenced = judged.withColumn("fence", fence).withColumn("signal", signal)
-    return fenced.where(beyond & enough).select(
-        "day",
-        "hour",
-        "app_id",
-        "signal",
-        "value",
-        "events",
-        F.col("q")[0].alias("baseline_q1"),
-        F.col("q")[1].alias("baseline_median"),
-        F.col("q")[2].alias("baseline_q3"),
-        "fence",
-        "baseline_periods",
+    fenced = judged.withColumns(
+        {
+            "fence": fence,
+            "signal": signal,
+            "baseline_q1": F.col("q")[0],
+            "baseline_median": F.col("q")[1],
+            "baseline_q3": F.col("q")[2],
+        }
     )
+    return fenced.where(beyond & enough).select(*_OUTPUT)

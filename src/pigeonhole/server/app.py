@@ -137,12 +137,12 @@ class MailboxServer:
         if refusal is not None:
             return refusal
         await ws.prepare(request)
-        conn = Connection(self, ws, host, request.transport)
+        conn = Connection(self, ws, host, port, request.transport)
         self.connections.add(conn)
         self._per_address[host] += 1
         self.metrics.connections_total += 1
         try:
-            await conn.run(self._welcome(host, port, conn.permission_required))
+            await conn.run()
         finally:
             self.connections.discard(conn)
             self._per_address[host] -= 1
@@ -162,9 +162,10 @@ class MailboxServer:
             return web.Response(status=429, text="too many connections from your address\n")
         return None
 
-    def _welcome(
+    def welcome(
         self, host: str, port: int | None, permission_required: dict[str, object]
     ) -> dict[str, object]:
+        """The welcome body for a client at (host, port), with its permission challenge."""
         c = self.config
         extra: dict[str, object] = {"permission-required": permission_required}
         if c.disallow_list:

@@ -26,9 +26,6 @@ log = logging.getLogger("pigeonhole.connection")
 
 _PERMISSION_TYPES = frozenset({"submit-permissions", "submit-permission"})
 
-#: what `permission_required` becomes once the welcome is out (shared, never changed)
-_SENT: dict[str, object] = {}
-
 
 class Connection:
     # slots: one per connection, so its size is memory per idle connection
@@ -37,7 +34,6 @@ class Connection:
         "_transport",
         "address",
         "outbox",
-        "permission_required",
         "server",
         "session",
         "ws",
@@ -48,6 +44,7 @@ class Connection:
         server: MailboxServer,
         ws: web.WebSocketResponse,
         address: str,
+        port: int | None,
         transport: asyncio.Transport | None = None,
     ) -> None:
         self.server = server
@@ -67,7 +64,7 @@ class Connection:
         # a fresh hashcash resource per connection: lowercase hex, because the
         # `hashcash` program lowercases resources, and never a ":" (spec 002)
         resource = secrets.token_hex(10) if server.permissions.offers_hashcash else ""
-        self.permission_required, bits = server.permissions.challenge(resource, now)
+        permission_required, bits = server.permissions.challenge(resource, now)
         self.session = Session(
             server.rendezvous,
             self,
@@ -80,11 +77,11 @@ class Connection:
             now=now,
         )
         self._close_request: tuple[int, str] | None = None
-
-    async def run(self, welcome: dict[str, object]) -> None:
+        # the handshake is done: the welcome goes out now and is not kept
+        welcome = server.welcome(address, port, permission_required)
         self.outbox.put({"type": "welcome", "welcome": welcome})
-        del welcome  # sent: not kept for the life of the connection
-        self.permission_required = _SENT
+
+    async def run(self) -> None:
         try:
             async for msg in self.ws:
                 if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):

@@ -85,7 +85,7 @@ class Outbox:
         held = self._held
         if not held and (barrier is None or barrier.done()):
             if barrier is not None and barrier.exception() is not None:
-                self._fail()
+                self._stop()  # a commit failed: the server recovers and closes us
                 return
             self._send(frame)
             return
@@ -124,7 +124,7 @@ class Outbox:
                 return
             held.popleft()
             if barrier is not None and barrier.exception() is not None:
-                self._fail()
+                self._stop()  # a commit failed: the server recovers and closes us
                 return
             self._send(frame)
         if not held and self._emptied is not None and not self._emptied.done():
@@ -174,10 +174,6 @@ class Outbox:
         self._stop()
         if self._on_slow is not None:
             self._on_slow()
-
-    def _fail(self) -> None:
-        """A commit this connection waits on failed: the server recovers and closes it."""
-        self._stop()
 
     def _stop(self) -> None:
         self.overflowed = True
