@@ -103,9 +103,25 @@ def test_only_new_rows_are_exported(data_dir: Path, tmp_path: Path) -> None:
     con.close()
     new = _export(data_dir, out)
     assert [f for f in new if f.startswith("mailboxes/")] == [
-        "mailboxes/day=2026-11-18/part-000000000004-000000000004.parquet"
+        "mailboxes/day=2026-11-18/part-000000000004-000000000004-until-2026-11-18.parquet"
     ]
     assert [r["id"] for r in _rows(out, "mailboxes")] == [1, 2, 3, 4]
+
+
+def test_session_files_name_the_last_day_their_sessions_reach(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The lonely mailbox of 2026-11-18 ends 20 s into the 19th: its file says so; other
+    tables' files carry no such day."""
+    files = sorted(_export(data_dir, tmp_path / "out"))
+    assert [f for f in files if f.startswith("mailboxes/")] == [
+        "mailboxes/day=2026-11-18/part-000000000001-000000000003-until-2026-11-19.parquet",
+        "mailboxes/day=2026-11-19/part-000000000001-000000000003-until-2026-11-19.parquet",
+    ]
+    assert [f for f in files if f.startswith("nameplates/")] == [
+        "nameplates/day=2026-11-18/part-000000000001-000000000001-until-2026-11-18.parquet"
+    ]
+    assert all("-until-" not in f for f in files if f.startswith("client_versions/"))
 
 
 def test_an_uncommitted_run_leaves_nothing_visible(data_dir: Path, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -67,6 +68,24 @@ def test_percentiles_of_a_small_group_are_exact(spark: Any) -> None:
     frame = sessions(spark, [(A, "happy", 2.0, float(w), 3000.0) for w in range(1, 101)])
     row = timing_by_period(frame, "day").where("app_id IS NULL").collect()[0]
     assert (row["waiting_p50"], row["waiting_p90"], row["waiting_p99"]) == (50.0, 90.0, 99.0)
+
+
+def test_percentiles_of_a_large_group_are_exact_too(spark: Any) -> None:
+    """20,001 waits of 1..20001 s in one hour and app, shuffled: nearest rank gives exactly
+    10001, 18001 and 19801 (ceil(0.99 * 20001)); percentile_approx would be off by up to
+    1/10,000 of the rank here."""
+    waits = [float(w) for w in range(1, 20_002)]
+    random.Random(5).shuffle(waits)
+    frame = sessions(spark, [(A, "happy", 2.0, w, 30_000.0) for w in waits])
+    for grain in ("day", "hour"):
+        row = timing_by_period(frame, grain).where("app_id IS NOT NULL").collect()[0]
+        assert (row["waited"], row["waiting_p50"], row["waiting_p90"], row["waiting_p99"]) == (
+            20_001,
+            10_001.0,
+            18_001.0,
+            19_801.0,
+        )
+        assert row["total_p99"] == 30_000.0
 
 
 def test_clients_keep_null_versions_and_count_distinct_sides(spark: Any) -> None:

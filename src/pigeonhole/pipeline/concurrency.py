@@ -7,22 +7,28 @@ hour, the level after the events at time t is the number of +1 (segment start) m
 session carried in from an earlier hour or day starts a segment at the hour's first
 instant, which is what the textbook running sum misses (pyspark-notes §3.1); sessions
 that end exactly at the hour's end need no -1. All events at one instant are applied
-together (a RANGE window frame), so back-to-back sessions never count as overlapping.
+together, so back-to-back sessions never count as overlapping.
 
-The all-apps scope also gets a zero event at every hour start, so idle hours report 0.
+How: Spark sends each day the sessions open during it (a session crossing midnight goes
+to both days), and one vectorised numpy pass per day (`applyInPandas`) cuts them into
+hour segments and runs the sums. A day of sessions is small (a million mailboxes over
+90 days is 11,000 a day), and this replaced a Spark window over four events per session
+that had to shuffle and sort every event (10 M mailboxes: 78 s -> see bench/README.md).
+The all-apps scope has a row for every hour of the range, zero when idle.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import Column, DataFrame, Window
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pigeonhole.pipeline.periods import HOUR_US, day_number
+from pigeonhole.pipeline.periods import ALL_APPS, DAY_US, HOUR_US, app_scopes, day_number
 
-#: the scope number of all apps together (apps are numbered from 1)
-_ALL_APPS = 0
+_PEAKS = "d int, h int, scope int, peak long"
 
 
 def hourly_peaks(sessions: DataFrame, first_day: dt.date, last_day: dt.date) -> DataFrame:
@@ -31,38 +37,38 @@ def hourly_peaks(sessions: DataFrame, first_day: dt.date, last_day: dt.date) -> 
     The all-apps scope (`app_id` NULL) has a row for every hour, zero when idle; an app has
     rows only for hours in which it had a session open.
     """
-    lo, hi = day_number(first_day) * 24, (day_number(last_day) + 1) * 24  # in hours
-    # Scopes are small integers in the shuffle and the sort (0: all apps, 1..n: the apps),
-    # not app_id strings: most app ids share their first 8 bytes, so a sort on app_id
-    # could hardly use its prefix and compared whole strings almost every time.
-    apps = (
-        sessions.select("app_id")
-        .distinct()
-        .select("app_id", F.row_number().over(Window.orderBy("app_id")).alias("scope"))
+    lo, hi = day_number(first_day), day_number(last_day) + 1  # in days, half-open
+    apps = app_scopes(sessions)
+    first = F.greatest(F.expr(f"start_us div {DAY_US}"), F.lit(lo))
+    last = F.least(F.expr(f"(end_us - 1) div {DAY_US}"), F.lit(hi - 1))
+    open_in_range = (
+        (F.col("end_us") > F.col("start_us"))
+        & (F.col("end_us") > F.lit(lo * DAY_US))
+        & (F.col("start_us") < F.lit(hi * DAY_US))
     )
-    coded = sessions.join(F.broadcast(apps), "app_id").drop("app_id")
-    events = _segment_events(coded, lo, hi)
-    ticks = sessions.sparkSession.range(lo, hi).select(
-        F.lit(_ALL_APPS).alias("scope"),
-        F.col("id").alias("h"),
-        (F.col("id") * HOUR_US).alias("t"),
-        F.lit(0).cast("long").alias("delta"),
+    by_day = (
+        sessions.where(open_in_range)
+        .join(F.broadcast(apps), "app_id")
+        .select(
+            F.explode(F.sequence(first.cast("int"), last.cast("int"))).alias("d"),
+            "scope",
+            "start_us",
+            "end_us",
+        )
     )
-    hour = (
-        Window.partitionBy("h", "scope")
-        .orderBy("t")
-        .rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    peaks = by_day.groupBy("d").applyInPandas(_day_peaks, _PEAKS)
+    hours = sessions.sparkSession.range(lo * 24, hi * 24).select(
+        F.expr("CAST(id div 24 AS INT)").alias("d"),
+        F.expr("CAST(id % 24 AS INT)").alias("h"),
+        F.lit(ALL_APPS).alias("scope"),
     )
-    levels = events.unionByName(ticks).select(
-        "scope", "h", F.sum("delta").over(hour).alias("level")
+    every_hour = hours.join(peaks, ["d", "h", "scope"], "left").select(
+        "d", "h", "scope", F.coalesce("peak", F.lit(0).cast("long")).alias("peak")
     )
-    peaks = levels.groupBy("scope", "h").agg(F.max("level").cast("long").alias("peak"))
-    named = peaks.join(F.broadcast(apps), "scope", "left")  # scope 0 has no app: NULL
+    rows = peaks.where(F.col("scope") != ALL_APPS).unionByName(every_hour)
+    named = rows.join(F.broadcast(apps), "scope", "left")  # scope 0 has no app: NULL
     return named.select(
-        F.date_from_unix_date(F.expr("CAST(h div 24 AS INT)")).alias("day"),
-        F.expr("CAST(h % 24 AS INT)").alias("hour"),
-        "app_id",
-        "peak",
+        F.date_from_unix_date("d").alias("day"), F.col("h").alias("hour"), "app_id", "peak"
     )
 
 
@@ -75,51 +81,70 @@ def daily_peaks(hourly: DataFrame) -> DataFrame:
     )
 
 
-def _segment_events(sessions: DataFrame, lo: int, hi: int) -> DataFrame:
-    """Sessions -> (scope, h, t, delta): +1/-1 events of each session's hourly segments,
-    for the session's app (`scope`) and for all apps (scope `_ALL_APPS`).
+def _day_peaks(rows: pd.DataFrame) -> pd.DataFrame:
+    """One day's open sessions (d, scope, start_us, end_us) -> (d, h, scope, peak)."""
+    day = int(rows["d"].iat[0])
+    origin = day * DAY_US
+    start = np.maximum(rows["start_us"].to_numpy(np.int64), origin) - origin
+    end = np.minimum(rows["end_us"].to_numpy(np.int64), origin + DAY_US) - origin
+    scope = rows["scope"].to_numpy(np.int64)
+    peaks = hour_peaks(start, end, scope)
+    return pd.DataFrame(
+        {
+            "d": np.full(len(peaks[0]), day, dtype=np.int32),
+            "h": peaks[0].astype(np.int32),
+            "scope": peaks[1].astype(np.int32),
+            "peak": peaks[2],
+        }
+    )
 
-    A session's first segment starts at its start (or the range's first hour), its last
-    segment ends at its end unless that lies past the range; every hour between gets a +1
-    at its first instant (carried in). The common one-hour session costs one scan and one
-    generator row per event; only sessions that cross an hour boundary are exploded.
+
+def hour_peaks(
+    start: np.ndarray, end: np.ndarray, scope: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sessions [start, end) within one day (microseconds from its midnight, end > start)
+    -> (hour, scope, peak) for each hour and scope with a session open, plus scope 0 (all
+    sessions together) for those hours."""
+    first = start // HOUR_US
+    last = (end - 1) // HOUR_US
+    pieces = last - first + 1  # hour segments per session
+    which = np.repeat(np.arange(len(start)), pieces)
+    nth = np.arange(len(which)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    hour = first[which] + nth
+    # +1 where each segment starts: the session's start, or its hour's first instant
+    up_t = np.where(nth == 0, start[which], hour * HOUR_US)
+    # -1 where the last segment ends, unless that is exactly the end of its hour
+    ends = (nth == pieces[which] - 1) & (end[which] < (hour + 1) * HOUR_US)
+    own, down_h, down_t = scope[which], hour[ends], end[which][ends]
+    every = np.full(1, ALL_APPS, np.int64)  # broadcast over the events
+    keys = np.sort(
+        np.concatenate(
+            [
+                _event_keys(own, hour, up_t, 1),
+                _event_keys(every, hour, up_t, 1),
+                _event_keys(own[ends], down_h, down_t, 0),
+                _event_keys(every, down_h, down_t, 0),
+            ]
+        )
+    )
+    # sorted by (scope, hour) then time, and at one instant the -1s first: every partial
+    # sum inside an instant then lies between the levels before and after it, so the
+    # highest partial sum is the highest level after an instant
+    delta = (keys & 1) * 2 - 1
+    group = keys >> 33
+    total = np.cumsum(delta)
+    new = np.ones(len(keys), bool)
+    new[1:] = group[1:] != group[:-1]
+    starts = np.flatnonzero(new)
+    before = np.concatenate([[0], total[starts[1:] - 1]])  # the sum before each group
+    level = total - before[np.cumsum(new) - 1]
+    ids = group[starts]
+    return ids % 24, ids // 24, np.maximum.reduceat(level, starts)
+
+
+def _event_keys(scope: np.ndarray, hour: np.ndarray, t: np.ndarray, up: int) -> np.ndarray:
+    """One int64 per event that sorts by (scope, hour, time, -1 before +1): bit 0 is the
+    direction, bits 1-32 the microsecond within the hour (< 2**32), the rest scope*24+hour.
     """
-    first = F.greatest(F.expr(f"start_us div {HOUR_US}"), F.lit(lo))
-    last = F.least(F.expr(f"(end_us - 1) div {HOUR_US}"), F.lit(hi - 1))
-    open_in_range = (
-        (F.col("end_us") > F.col("start_us"))
-        & (F.col("end_us") > lo * HOUR_US)
-        & (F.col("start_us") < hi * HOUR_US)
-    )
-    spans = sessions.where(open_in_range).select(
-        "scope", "start_us", "end_us", first.alias("first"), last.alias("last")
-    )
-    every = F.lit(_ALL_APPS)
-    one = F.lit(1).cast("long")
-
-    def own(scope: Column) -> list[Column]:
-        start = F.struct(
-            scope.alias("scope"),
-            F.col("first").alias("h"),
-            F.greatest("start_us", F.col("first") * HOUR_US).alias("t"),
-            one.alias("delta"),
-        )
-        end = F.struct(
-            scope.alias("scope"),
-            F.col("last").alias("h"),
-            F.col("end_us").alias("t"),
-            (-one).alias("delta"),
-        )
-        return [start, end]
-
-    ends_in_range = (F.col("delta") > 0) | (F.col("t") < (F.col("h") + 1) * HOUR_US)
-    starts_and_ends = spans.select(F.inline(F.array(*own(F.col("scope")), *own(every)))).where(
-        ends_in_range
-    )
-    carried = (
-        spans.where(F.col("first") < F.col("last"))
-        .select(F.explode(F.array("scope", every)).alias("scope"), "first", "last")
-        .select("scope", F.explode(F.sequence(F.col("first") + 1, F.col("last"))).alias("h"))
-        .select("scope", "h", (F.col("h") * HOUR_US).alias("t"), one.alias("delta"))
-    )
-    return starts_and_ends.unionByName(carried)
+    keys: np.ndarray = ((((scope * 24 + hour) << 32) | (t - hour * HOUR_US)) << 1) | up
+    return keys

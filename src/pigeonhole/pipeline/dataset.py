@@ -3,15 +3,19 @@
 This is the contract between the exporter (and `demo-data`) and the Spark report. Layout::
 
     ROOT/_schema.json                         format name, version, every column with its doc
-    ROOT/<table>/day=YYYY-MM-DD/part-<first id>-<last id>.parquet
+    ROOT/<table>/day=YYYY-MM-DD/part-<first id>-<last id>.parquet            other tables
+    ROOT/<table>/day=YYYY-MM-DD/part-<first id>-<last id>-until-YYYY-MM-DD.parquet
+                                              sessions: `until` is the last day one reaches
     ROOT/current/current.parquet              the one-row `current` table, replaced whole
     ROOT/_export/cursor.json                  last exported id of each table
     ROOT/_export/staging/                     only during a run (Spark ignores `_` names)
 
-`day` is the UTC date of the table's time column. Files are immutable once renamed into
-place; a batch becomes visible through a journal (write, fsync, rename), so a crash leaves
-either no new file or a journal that the next run completes: never a half-written file and
-never a row twice.
+`day` is the UTC date of the table's time column. A session file names the last UTC day
+any of its sessions is still open in (the day of `started + total_time`), so the report
+plans an incremental run from the file listing alone, without reading the files. Files
+are immutable once renamed into place; a batch becomes visible through a journal (write,
+fsync, rename), so a crash leaves either no new file or a journal that the next run
+completes: never a half-written file and never a row twice.
 """
 
 from __future__ import annotations
@@ -101,6 +105,8 @@ SCHEMAS: Mapping[str, pa.Schema] = {
         ]
     ),
 }
+#: tables of sessions (with `started` and `total_time`)
+SESSION_TABLES = ("mailboxes", "nameplates")
 #: The column each table is partitioned by (its UTC date becomes `day`).
 TIME_COLUMNS: Mapping[str, str] = {
     "nameplates": "started",
@@ -138,6 +144,20 @@ def describe() -> dict[str, Any]:
             for name, schema in tables.items()
         },
     }
+
+
+def session_end_days(rows: pa.Table) -> np.ndarray:
+    """Day number (since 1970-01-01) of each session's end, `started + total_time`,
+    computed as the report computes it (`periods.to_sessions`): whole microseconds, floor."""
+    started = rows.column("started").cast(pa.int64()).to_numpy()
+    total = rows.column("total_time").to_numpy(zero_copy_only=False)
+    end = started + np.floor(total * 1_000_000).astype(np.int64)
+    days: np.ndarray = np.maximum(end, started) // DAY_US
+    return days
+
+
+def _label(day: int) -> str:
+    return str(np.datetime_as_string(np.datetime64(day, "D")))
 
 
 def seconds_to_micros(values: np.ndarray) -> np.ndarray:
@@ -187,10 +207,13 @@ class DatasetWriter:
         name = f"part-{int(ids.min()):012d}-{int(ids.max()):012d}.parquet"
         micros = rows.column(TIME_COLUMNS[table]).cast(pa.int64()).to_numpy()
         days = micros // DAY_US
+        ends = session_end_days(rows) if table in SESSION_TABLES else None
         for day in np.unique(days):
-            part = rows.filter(pa.array(days == day))
-            label = np.datetime_as_string(np.datetime64(int(day), "D"))
-            self._stage_file(part, f"{table}/day={label}/{name}")
+            mine = days == day
+            part = rows.filter(pa.array(mine))
+            label = _label(int(day))
+            until = "" if ends is None else f"-until-{_label(int(ends[mine].max()))}"
+            self._stage_file(part, f"{table}/day={label}/{name[:-8]}{until}.parquet")
 
     def stage_current(self, row: pa.Table) -> None:
         """Stage the `current` table unless it equals the one already published."""

@@ -28,6 +28,8 @@ from pigeonhole.pipeline.periods import DAY_US
 SESSION_TABLES = ("mailboxes", "nameplates")
 OTHER_TABLES = ("client_versions", "connection_counts")
 _DAY = re.compile(r"(?:^|/)day=(\d{4}-\d{2}-\d{2})/")
+#: a session file's name carries the last day its sessions reach (dataset.py)
+_UNTIL = re.compile(r"-until-(\d{4}-\d{2}-\d{2})\.parquet$")
 
 
 class InputFile(NamedTuple):
@@ -93,7 +95,11 @@ def _relative(root: str, uris: Iterable[str]) -> list[str]:
 
 
 def _describe(spark: SparkSession, root: str, paths: list[str]) -> list[InputFile]:
-    ends = _session_ends(spark, root, [p for p in paths if p.startswith(SESSION_TABLES)])
+    """Catalog entries for new files; only session files whose name does not say their
+    last day (written before names did) are read to find it."""
+    ends = {p: dt.date.fromisoformat(m.group(1)) for p in paths if (m := _UNTIL.search(p))}
+    unnamed = [p for p in paths if p.startswith(SESSION_TABLES) and p not in ends]
+    ends.update(_session_ends(spark, root, unnamed))
     found = []
     for table in (*SESSION_TABLES, *OTHER_TABLES):
         for path in (p for p in paths if p.startswith(table + "/")):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 Grain = Literal["day", "hour"]
@@ -56,3 +56,20 @@ def to_sessions(rows: DataFrame) -> DataFrame:
 def with_all_apps(rows: DataFrame) -> DataFrame:
     """`rows` twice: as they are, and with `app_id` NULL standing for all apps together."""
     return rows.unionByName(rows.withColumn("app_id", F.lit(None).cast("string")))
+
+
+#: the scope number of all apps together in `app_scopes` codes (apps are numbered from 1)
+ALL_APPS = 0
+
+
+def app_scopes(sessions: DataFrame) -> DataFrame:
+    """(app_id, scope): each app of `sessions` numbered from 1, in app_id order.
+
+    Transforms that hand sessions to numpy (`applyInPandas`) send these small integers
+    instead of app id strings, and join the names back onto their (few) result rows.
+    """
+    return (
+        sessions.select("app_id")
+        .distinct()
+        .select("app_id", F.row_number().over(Window.orderBy("app_id")).alias("scope"))
+    )

@@ -111,11 +111,11 @@ def _summary(*period: tuple[str, T.DataType, str]) -> T.StructType:
         ("crowded_rate", _D, "crowded / finished; NULL when nothing finished"),
         ("waited", _L, "finished mailboxes with a waiting time (two sides came)"),
         *(
-            (f"waiting_p{p}", _D, f"waiting time p{p}, seconds (percentile_approx)")
+            (f"waiting_p{p}", _D, f"waiting time p{p}, seconds (exact, nearest rank)")
             for p in (50, 90, 99)
         ),
         *(
-            (f"total_p{p}", _D, f"total time p{p}, seconds (percentile_approx)")
+            (f"total_p{p}", _D, f"total time p{p}, seconds (exact, nearest rank)")
             for p in (50, 90, 99)
         ),
         ("peak_mailboxes", _L, "most mailboxes open at once during the period"),
