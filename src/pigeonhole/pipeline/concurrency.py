@@ -13,7 +13,8 @@ How: Spark sends each day the sessions open during it (a session crossing midnig
 to both days), and one vectorised numpy pass per day (`applyInPandas`) cuts them into
 hour segments and runs the sums. A day of sessions is small (a million mailboxes over
 90 days is 11,000 a day), and this replaced a Spark window over four events per session
-that had to shuffle and sort every event (10 M mailboxes: 78 s -> see bench/README.md).
+that had to shuffle and sort every event (10 M mailboxes, both peak tables: 78 -> 38 s;
+docs/pipeline.md, "Benchmark").
 The all-apps scope has a row for every hour of the range, zero when idle.
 """
 
@@ -57,15 +58,15 @@ def hourly_peaks(sessions: DataFrame, first_day: dt.date, last_day: dt.date) -> 
         )
     )
     peaks = by_day.groupBy("d").applyInPandas(_day_peaks, _PEAKS)
-    hours = sessions.sparkSession.range(lo * 24, hi * 24).select(
+    # every hour of the range gets an all-apps row: a zero that an idle hour keeps (one
+    # aggregation over the small result, so the numpy pass runs once)
+    idle = sessions.sparkSession.range(lo * 24, hi * 24).select(
         F.expr("CAST(id div 24 AS INT)").alias("d"),
         F.expr("CAST(id % 24 AS INT)").alias("h"),
         F.lit(ALL_APPS).alias("scope"),
+        F.lit(0).cast("long").alias("peak"),
     )
-    every_hour = hours.join(peaks, ["d", "h", "scope"], "left").select(
-        "d", "h", "scope", F.coalesce("peak", F.lit(0).cast("long")).alias("peak")
-    )
-    rows = peaks.where(F.col("scope") != ALL_APPS).unionByName(every_hour)
+    rows = peaks.unionByName(idle).groupBy("d", "h", "scope").agg(F.max("peak").alias("peak"))
     named = rows.join(F.broadcast(apps), "scope", "left")  # scope 0 has no app: NULL
     return named.select(
         F.date_from_unix_date("d").alias("day"), F.col("h").alias("hour"), "app_id", "peak"
