@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
+from websockets.http11 import Request
+from websockets.server import ServerProtocol
 
 from pigeonhole import __version__
 from pigeonhole.archive.config import ArchiveConfig
@@ -31,7 +33,9 @@ from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
 from pigeonhole.server.connection import Connection
+from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.metrics import Metrics
+from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter
 from pigeonhole.store.sqlite import SqliteStore
 
@@ -39,6 +43,8 @@ log = logging.getLogger("pigeonhole.server")
 
 CLOSE_GOING_AWAY = 1001
 CLOSE_INTERNAL_ERROR = 1011
+#: a connection quiet for one to two of these is pinged, and dropped one later if silent
+HEARTBEAT_INTERVAL = 30.0
 
 
 def new_mailbox_id() -> str:
@@ -76,7 +82,7 @@ class MailboxServer:
         self.connections: set[Connection] = set()
         self._trusted = parse_networks(config.trusted_proxies)
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
+        self._listener: asyncio.Server | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._started_at = 0.0
         self.port = config.port
@@ -125,41 +131,55 @@ class MailboxServer:
         return web.Response(text=render_metrics(self), content_type="text/plain", charset="utf-8")
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
-        # no permessage-deflate: frames are small JSON, and uncompressed frames are
-        # written synchronously (server/outbox.py)
-        ws = web.WebSocketResponse(
-            heartbeat=60.0, max_msg_size=self.config.max_frame_bytes, compress=False
+        # WebSocket handshakes never get here: the front door takes them (accept_websocket)
+        return web.Response(text="Magic Wormhole mailbox: connect with a WebSocket client\n")
+
+    def accept_websocket(
+        self, transport: asyncio.Transport, handshake: ServerProtocol, request: Request, rest: bytes
+    ) -> None:
+        """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
+        peer = transport.get_extra_info("peername")
+        host, port = client_address(
+            (peer[0], peer[1]) if peer else None, request.headers, self._trusted
         )
-        if not ws.can_prepare(request).ok:
-            return web.Response(text="Magic Wormhole mailbox: connect with a WebSocket client\n")
-        host, port = self._client(request)
         refusal = self._admission(host)
-        if refusal is not None:
-            return refusal
-        await ws.prepare(request)
-        conn = Connection(self, ws, host, port, request.transport)
+        response = handshake.reject(*refusal) if refusal is not None else handshake.accept(request)
+        handshake.send_response(response)
+        transport.writelines([chunk for chunk in handshake.data_to_send() if chunk])
+        if response.status_code != 101:
+            transport.close()
+            return
+        # no permessage-deflate: frames are small JSON, written as they are produced
+        socket = MailboxSocket(transport, self.config.max_frame_bytes)
+        transport.set_protocol(socket)
+        conn = Connection(self, socket, host, port)
+        socket.conn = conn
         self.connections.add(conn)
         self._per_address[host] += 1
         self.metrics.connections_total += 1
-        try:
-            await conn.run()
-        finally:
-            self.connections.discard(conn)
-            self._per_address[host] -= 1
-            if self._per_address[host] <= 0:
-                del self._per_address[host]
-        return ws
+        if rest:
+            socket.data_received(rest)
 
-    def _admission(self, host: str) -> web.Response | None:
+    def detach(self, conn: Connection) -> None:
+        """The connection is gone: it no longer counts against the limits."""
+        if conn not in self.connections:
+            return
+        self.connections.discard(conn)
+        host = conn.address
+        self._per_address[host] -= 1
+        if self._per_address[host] <= 0:
+            del self._per_address[host]
+
+    def _admission(self, host: str) -> tuple[int, str] | None:
         """Refuse the handshake (HTTP 503/429 with a plain reason) when over a limit."""
         c = self.config
         if len(self.connections) >= c.max_connections:
             self.metrics.count_limit("max connections")
-            return web.Response(status=503, text="server is at its connection limit\n")
+            return 503, "server is at its connection limit\n"
         if self._per_address[host] >= c.max_connections_per_address:
             self.metrics.count_limit("connections per address")
             self.event("refused connection: too many from one address", None, address=host)
-            return web.Response(status=429, text="too many connections from your address\n")
+            return 429, "too many connections from your address\n"
         return None
 
     def welcome(
@@ -204,21 +224,24 @@ class MailboxServer:
         nameplates, mailboxes = self.rendezvous.counts()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        self._site = web.TCPSite(
-            self._runner,
+        http = self._runner.server
+        assert http is not None
+        path = self.config.websocket_path
+        self._listener = await loop.create_server(
+            lambda: FrontDoor(self, http, path),
             self.config.host,
             self.config.port,
             backlog=4096,
             reuse_address=True,
-            ssl_context=self._tls_context(),
+            ssl=self._tls_context(),
         )
-        await self._site.start()
-        if self.config.port == 0 and self._runner.addresses:
-            self.port = self._runner.addresses[0][1]
+        if self.config.port == 0 and self._listener.sockets:
+            self.port = self._listener.sockets[0].getsockname()[1]
         self._timers = [
             loop.create_task(self._every(self.config.prune_interval, self.prune_now)),
             loop.create_task(self._every(self.config.usage_sample_interval, self.sample_usage)),
             loop.create_task(self._every(self._sweep_interval(), self.sweep_slow_readers)),
+            loop.create_task(self._every(HEARTBEAT_INTERVAL, self.heartbeat)),
         ]
         log.info(
             "pigeonhole %s listening on %s (resumed %d nameplates, %d mailboxes)",
@@ -247,10 +270,10 @@ class MailboxServer:
     async def stop(self) -> None:
         for timer in self._timers:
             timer.cancel()
-        if self._site is not None:
-            await self._site.stop()  # stop accepting
+        if self._listener is not None:
+            self._listener.close()  # stop accepting
         await self.committer.drain()
-        await self._close_all(CLOSE_GOING_AWAY, b"server shutting down")
+        await self._close_all(CLOSE_GOING_AWAY, "server shutting down")
         if self._runner is not None:
             await self._runner.cleanup()
         await self.committer.drain()
@@ -258,7 +281,7 @@ class MailboxServer:
         self._executor.shutdown(wait=True)
         log.info("pigeonhole stopped")
 
-    async def _close_all(self, code: int, message: bytes) -> None:
+    async def _close_all(self, code: int, message: str) -> None:
         conns = list(self.connections)
         if conns:
             await asyncio.gather(*(c.close(code, message) for c in conns), return_exceptions=True)
@@ -286,6 +309,11 @@ class MailboxServer:
 
     def _sweep_interval(self) -> float:
         return min(max(self.config.send_timeout / 4, 0.25), 5.0)
+
+    def heartbeat(self) -> None:
+        """Ping connections quiet for a sweep; drop those that ignored the last ping."""
+        for conn in list(self.connections):
+            conn.socket.heartbeat()
 
     def sweep_slow_readers(self) -> None:
         """Drop clients that have stayed behind (unread bytes) for the send timeout."""
@@ -340,8 +368,9 @@ class MailboxServer:
         conns = list(self.connections)
         for conn in conns:
             conn.session.disconnect()
+        timeout = self.config.shutdown_timeout
         await asyncio.gather(
-            *(c.ws.close(code=CLOSE_INTERNAL_ERROR, message=b"storage failure") for c in conns),
+            *(c.socket.close(CLOSE_INTERNAL_ERROR, "storage failure", timeout) for c in conns),
             return_exceptions=True,
         )
         self.rendezvous.apps.clear()

@@ -1,23 +1,21 @@
 """One WebSocket connection: frames in -> Session -> commit -> frames out.
 
-Frames are handled synchronously as they arrive: the protocol step runs at once, its
-writes join the next group commit, and its replies are queued behind that commit. The
-reader never waits for the disk, so one client can pipeline many commands.
+Frames are handled synchronously as they arrive (`MailboxSocket.data_received` calls
+`handle_frame`): the protocol step runs at once, its writes join the next group commit,
+and its replies are queued behind that commit. Nothing waits for the disk, so one client
+can pipeline many commands, and an idle connection has no task.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from aiohttp import WSMsgType, web
-
 from pigeonhole.protocol.messages import FrameError, decode_frame
 from pigeonhole.protocol.session import CLOSE_POLICY, Session, error_frame
 from pigeonhole.server.outbox import Outbox
+from pigeonhole.server.websocket import MailboxSocket
 
 if TYPE_CHECKING:
     from pigeonhole.server.app import MailboxServer
@@ -31,31 +29,23 @@ class Connection:
     # slots: one per connection, so its size is memory per idle connection
     __slots__ = (
         "_close_request",
-        "_transport",
         "address",
         "outbox",
         "server",
         "session",
-        "ws",
+        "socket",
     )
 
     def __init__(
-        self,
-        server: MailboxServer,
-        ws: web.WebSocketResponse,
-        address: str,
-        port: int | None,
-        transport: asyncio.Transport | None = None,
+        self, server: MailboxServer, socket: MailboxSocket, address: str, port: int | None
     ) -> None:
         self.server = server
-        self.ws = ws
-        self._transport = transport
+        self.socket = socket
         self.address = address
         config = server.config
         self.outbox = Outbox(
-            ws,
+            socket,
             server.clock,
-            transport=transport,
             max_frames=config.max_queued_frames,
             max_buffered_bytes=config.max_buffered_bytes,
             on_slow=self._slow,
@@ -81,24 +71,15 @@ class Connection:
         welcome = server.welcome(address, port, permission_required)
         self.outbox.put({"type": "welcome", "welcome": welcome})
 
-    async def run(self) -> None:
-        try:
-            async for msg in self.ws:
-                if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
-                    self.handle_frame(msg.data)
-                elif msg.type == WSMsgType.ERROR:
-                    self.server.event("websocket error", self, error=str(self.ws.exception()))
-                    break
-                if self._close_request is not None:
-                    code, reason = self._close_request
-                    await self.close(code, reason.encode())
-                    break
-            await self.outbox.flush(self.server.config.shutdown_timeout)
-        finally:
-            self.session.disconnect()
-            self.outbox.stop()
+    def connection_lost(self) -> None:
+        """The transport is gone: leave the mailbox and drop what is still held."""
+        self.session.disconnect()
+        self.outbox.stop()
+        self.server.detach(self)
 
     def handle_frame(self, data: str | bytes) -> None:
+        if self._close_request is not None:
+            return  # closing: later frames are not served
         server = self.server
         try:
             msg = decode_frame(data)
@@ -131,6 +112,7 @@ class Connection:
             code, reason = step.close
             server.event("closing connection", self, code=code, reason=reason)
             self._close_request = step.close
+            server.spawn(self.close(code, reason))
 
     def check_behind(self, now: float, timeout: float) -> None:
         """Called periodically: drop the client if it has not kept up for `timeout` s."""
@@ -142,20 +124,17 @@ class Connection:
         self.server.metrics.count_limit("slow reader")
         self.server.event("closing slow reader", self)
         self.session.disconnect()
+        self.server.detach(self)  # it stops counting now, not when its socket is gone
         self.server.spawn(self._drop_slow())
 
     async def _drop_slow(self) -> None:
-        # a client that does not read cannot receive a close frame: try briefly, then abort
-        with contextlib.suppress(TimeoutError, ConnectionError):
-            await asyncio.wait_for(
-                self.ws.close(code=CLOSE_POLICY, message=b"client too slow"), 2.0
-            )
-        # a closing transport still holds the unread bytes and waits for the client to
-        # take them, which it never does: abort drops them and the socket
-        if self._transport is not None:
-            self._transport.abort()
+        # a client that does not read cannot receive a close frame: try briefly, then
+        # abort, which drops the unread bytes a closing transport would wait to deliver
+        await self.socket.close(CLOSE_POLICY, "client too slow", 2.0)
+        self.socket.abort()
 
-    async def close(self, code: int, message: bytes) -> None:
+    async def close(self, code: int, reason: str) -> None:
         """Close after the queued frames went out (bounded by the shutdown timeout)."""
-        await self.outbox.flush(self.server.config.shutdown_timeout)
-        await self.ws.close(code=code, message=message)
+        timeout = self.server.config.shutdown_timeout
+        await self.outbox.flush(timeout)
+        await self.socket.close(code, reason, timeout)

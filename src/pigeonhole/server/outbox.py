@@ -8,6 +8,7 @@ reorders. A frame with nothing to wait for, behind nothing held, is written at o
 There is no task per connection: frames are written synchronously into the transport's
 buffer, and held frames are released by one callback on the barrier they wait for, so a
 group commit costs one callback per connection it answers, not a task switch per frame.
+The frames one release lets go leave in one write (`FrameSink.begin`/`end`).
 The transport's buffer is the send queue: a client that stops reading shows as a growing
 buffer, and `behind()` lets the server drop it (too many bytes, or behind for too long)
 without anyone waiting on it.
@@ -21,10 +22,9 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-from aiohttp import WSMsgType, web
 
 from pigeonhole.store.group_commit import Commit
 
@@ -37,6 +37,21 @@ Barrier = Commit | None
 BEHIND_BYTES = 64 * 1024
 
 
+class FrameSink(Protocol):
+    """Where frames go: a WebSocket that batches writes between `begin` and `end`."""
+
+    @property
+    def open(self) -> bool: ...
+
+    def send_text(self, data: bytes) -> None: ...
+
+    def begin(self) -> None: ...
+
+    def end(self) -> None: ...
+
+    def write_buffer_size(self) -> int: ...
+
+
 class Outbox:
     __slots__ = (
         "_clock",
@@ -45,26 +60,23 @@ class Outbox:
         "_max_buffered",
         "_max_frames",
         "_on_slow",
-        "_transport",
+        "_sink",
         "_watching",
-        "_ws",
         "behind_since",
         "overflowed",
     )
 
     def __init__(
         self,
-        ws: web.WebSocketResponse,
+        sink: FrameSink,
         clock: Callable[[], float] = time.time,
         *,
-        transport: asyncio.Transport | None = None,
         max_frames: int = 1024,
         max_buffered_bytes: int = 16 * 1024 * 1024,
         on_slow: Callable[[], None] | None = None,
     ) -> None:
-        self._ws = ws
+        self._sink = sink
         self._clock = clock
-        self._transport = transport
         self._max_frames = max_frames
         self._max_buffered = max_buffered_bytes
         self._on_slow = on_slow
@@ -116,51 +128,44 @@ class Outbox:
         held = self._held
         if held is None:
             return
-        while held and not self.overflowed:
-            frame, barrier = held[0]
-            if barrier is not None and not barrier.done():
-                self._watching = barrier
-                barrier.add_done_callback(self._release)
-                return
-            held.popleft()
-            if barrier is not None and barrier.exception() is not None:
-                self._stop()  # a commit failed: the server recovers and closes us
-                return
-            self._send(frame)
+        self._sink.begin()
+        try:
+            while held and not self.overflowed:
+                frame, barrier = held[0]
+                if barrier is not None and not barrier.done():
+                    self._watching = barrier
+                    barrier.add_done_callback(self._release)
+                    return
+                held.popleft()
+                if barrier is not None and barrier.exception() is not None:
+                    self._stop()  # a commit failed: the server recovers and closes us
+                    return
+                self._send(frame)
+        finally:
+            self._sink.end()
         if not held and self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
 
     def _send(self, frame: Frame) -> None:
-        ws = self._ws
-        if ws.closed:
+        sink = self._sink
+        if not sink.open:
             return
         try:
             data = orjson.dumps({**frame, "server_tx": self._clock()})
         except TypeError:
             log.exception("cannot encode a %s frame; dropped", frame.get("type"))
             return
-        # aiohttp writes an uncompressed frame synchronously and only then may wait for
-        # the transport to drain: run the coroutine to its first suspension and do not
-        # wait, the frame is already in the buffer; `behind()` watches that buffer.
-        coro = ws.send_frame(data, WSMsgType.TEXT)
-        try:
-            coro.send(None)
-        except StopIteration:
-            pass
-        except (ConnectionError, RuntimeError):
-            return  # the connection is closing; its reader will end it
-        else:
-            coro.close()
-        if self._transport is not None and (
-            self._transport.get_write_buffer_size() > self._max_buffered
-        ):
+        # written into the transport's buffer at once (or at the batch's end); `behind()`
+        # watches that buffer for a client that does not read
+        sink.send_text(data)
+        if sink.write_buffer_size() > self._max_buffered:
             self.drop_slow_reader()
 
     def behind(self, now: float, timeout: float) -> bool:
         """True if the client has not kept up for `timeout` seconds (checked periodically)."""
-        if self._transport is None or self.overflowed:
+        if self.overflowed:
             return False
-        size: int = self._transport.get_write_buffer_size()
+        size = self._sink.write_buffer_size()
         if size <= BEHIND_BYTES:
             self.behind_since = None
             return False
