@@ -72,14 +72,16 @@ async def test_nothing_resolves_before_its_sync(
     first = committer.submit([_np("1")])
     await asyncio.sleep(0.05)  # written, now syncing
     second = committer.submit([_np("2")])
-    await asyncio.sleep(0.05)  # written behind the running sync
+    third = committer.submit([_np("3")])
+    await asyncio.sleep(0.05)  # gathered behind the running sync, not written yet
     assert first is not None and second is not None
+    assert third is second  # one batch: one transaction, one sync
     assert not first.done() and not second.done()
-    assert journal.events == ["write 1", "write 2"]
+    assert journal.events == ["write 1"]
     journal.release.set()
     await second
     assert first.done()
-    assert journal.events == ["write 1", "write 2", "sync", "sync"]
+    assert journal.events == ["write 1", "sync", "write 2,3", "sync"]
 
 
 async def test_a_barrier_waits_for_everything_before_it(
@@ -113,11 +115,19 @@ async def test_a_failed_sync_fails_every_written_step(
     committer: GroupCommitter, journal: Journal
 ) -> None:
     journal.fail_sync = True
+    journal.release.clear()
     step = committer.submit([_np("1")])
-    assert step is not None
+    await asyncio.sleep(0.05)  # written, now syncing
+    gathered = committer.submit([_np("2")])
+    assert step is not None and gathered is not None and gathered is not step
+    journal.release.set()
     with pytest.raises(OSError, match="EIO"):
         await step
+    # the batch gathered during the failed sync fails too, and is never written
+    with pytest.raises(OSError, match="EIO"):
+        await gathered
     assert len(journal.failures) == 1
+    assert journal.events.count("write 1") == 1 and not any("2" in e for e in journal.events)
 
 
 def test_store_sync_before_and_after_writes(tmp_path: Path) -> None:

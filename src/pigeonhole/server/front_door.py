@@ -10,11 +10,17 @@ the bytes read so far, to aiohttp's own request handler on the same transport.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Protocol, cast
 
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
+
+#: websockets logs every accepted handshake at INFO ("connection open"): a log record per
+#: connection, a tenth of the loop's time under load. Our own close events say enough.
+HANDSHAKE_LOG = logging.getLogger("pigeonhole.handshake")
+HANDSHAKE_LOG.setLevel(logging.WARNING)
 
 #: a request head longer than this is not a WebSocket handshake of ours: aiohttp answers it
 MAX_HEAD_BYTES = 16 * 1024
@@ -58,7 +64,7 @@ class FrontDoor(asyncio.Protocol):
         if not self._is_mailbox_get(head):
             self._to_http(buffer)
             return
-        handshake = ServerProtocol(max_size=None)
+        handshake = ServerProtocol(max_size=None, logger=HANDSHAKE_LOG)
         handshake.receive_data(head)
         events = handshake.events_received()
         request = events[0] if events else None

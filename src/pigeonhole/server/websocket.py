@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, cast
 
 from websockets.frames import CloseCode, Frame, Opcode
@@ -19,6 +20,10 @@ from websockets.protocol import Protocol, Side, State
 
 if TYPE_CHECKING:
     from pigeonhole.server.connection import Connection
+
+#: websockets' per-connection log lines (INFO and below) are not wanted here
+FRAMES_LOG = logging.getLogger("pigeonhole.frames")
+FRAMES_LOG.setLevel(logging.WARNING)
 
 _TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
 _OPEN = State.OPEN
@@ -42,7 +47,7 @@ class MailboxSocket(asyncio.Protocol):
 
     def __init__(self, transport: asyncio.Transport, max_size: int) -> None:
         self._transport = transport
-        self._ws = Protocol(Side.SERVER, max_size=max_size)
+        self._ws = Protocol(Side.SERVER, max_size=max_size, logger=FRAMES_LOG)
         self.conn: Connection | None = None
         #: a fragmented message being reassembled: (is text, parts)
         self._fragments: tuple[bool, list[bytes]] | None = None

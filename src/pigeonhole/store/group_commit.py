@@ -1,17 +1,22 @@
 """Group commit: many protocol steps share one transaction and one fsync.
 
-Each `submit` joins the current batch and gets that batch's `Commit`. The batch is written
-once per event-loop iteration, on the loop's own thread: one SQLite transaction for every
-step of the iteration, cheap because SQLite does not sync here (`synchronous=NORMAL`).
-Durability comes from the second half: a worker thread fdatasyncs the write-ahead logs,
-and only then do the batches written before that sync resolve. While one sync runs, new
-batches are written and wait for the next one, so under load one fsync confirms hundreds
-of steps, and an idle server syncs at once.
+Each `submit` joins the current batch and gets that batch's `Commit`. A batch is written as
+one SQLite transaction on the loop's own thread, cheap because SQLite does not sync here
+(`synchronous=NORMAL`). Durability comes from the second half: a worker thread fdatasyncs
+the write-ahead logs, and only then does the batch resolve. One sync runs at a time; what
+is submitted meanwhile gathers into the next batch, written the moment that sync ends, so
+under load one transaction and one fsync confirm hundreds of steps, and an idle server
+writes and syncs at once (in the next loop iteration).
 
-Why split it: writing on the loop thread avoids handing the GIL to a database thread for
-every statement (which made each commit wait on the busy loop), and syncing in a thread
-keeps a slow disk from stalling the loop. Batches resolve in order, so a step's commit
-resolving means every earlier step is durable too.
+Why one transaction per sync, not per loop iteration: every transaction rewrites each
+B-tree page it touches into the log (4 KiB a page, some ten tables and indexes), so the
+fewer transactions, the fewer log bytes and system calls per step; a step waits for the
+running sync either way.
+
+Why split write and sync: writing on the loop thread avoids handing the GIL to a database
+thread for every statement, and syncing in a thread keeps a slow disk from stalling the
+loop. Batches resolve in order, so a step's commit resolving means every earlier step is
+durable too.
 
 Latency is counted in loop iterations: a `Commit` calls its callbacks synchronously when
 the sync's completion reaches the loop, so replies leave in that same iteration (an
@@ -103,9 +108,8 @@ class GroupCommitter:
         #: effects of the batch being gathered, and its commit
         self._pending: list[Effect] = []
         self._next: Commit | None = None
-        #: batches written, waiting for the next sync; and those the running sync covers
-        self._written: list[Commit] = []
-        self._syncing: list[Commit] | None = None
+        #: the batch the running sync covers (None: no sync running)
+        self._syncing: Commit | None = None
         self._last: Commit | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         #: observability: batches and effects committed, and the time spent committing
@@ -127,13 +131,16 @@ class GroupCommitter:
         self._pending.extend(effects)
         if self._next is None:
             self._next = Commit()
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
+            if self._syncing is None:  # else the running sync's end writes this batch
+                if self._loop is None:
+                    self._loop = asyncio.get_running_loop()
+                self._loop.call_soon(self._flush)
         return self._next
 
     def _flush(self) -> None:
-        """Write the gathered batch as one transaction (no sync yet)."""
+        """Write the gathered batch as one transaction and start its sync."""
+        if self._syncing is not None:
+            return  # written when the running sync ends
         batch, commit = self._pending, self._next
         self._pending, self._next = [], None
         if commit is None:
@@ -148,36 +155,33 @@ class GroupCommitter:
             return
         self.batches += 1
         self.effects += len(batch)
-        self._written.append(commit)
-        if self._syncing is None:
-            self._start_sync()
-
-    def _start_sync(self) -> None:
-        self._syncing, self._written = self._written, []
+        self._syncing = commit
         loop = self._loop
         assert loop is not None
         job = self._executor.submit(self._sync)
         job.add_done_callback(lambda done: loop.call_soon_threadsafe(self._synced, done))
 
     def _synced(self, job: ThreadFuture[None]) -> None:
-        covered, self._syncing = self._syncing or [], None
+        commit, self._syncing = self._syncing, None
+        assert commit is not None
         error = job.exception()
         if error is not None:
             log.error("sync failed: %s", error)
-            failed, self._written = covered + self._written, []
-            for commit in failed:
-                commit.resolve(error)
+            # the steps gathered meanwhile built on the lost batch: they fail with it
+            gathered, self._next, self._pending = self._next, None, []
+            commit.resolve(error)
+            if gathered is not None:
+                gathered.resolve(error)
             self._on_failure(error)
-            return
-        now = time.perf_counter()
-        for commit in covered:
-            elapsed = now - commit.started
+        else:
+            elapsed = time.perf_counter() - commit.started
             self.commit_seconds_total += elapsed
             if self._observe is not None:
                 self._observe(elapsed)
             commit.resolve()
-        if self._written:
-            self._start_sync()
+        # what gathered during the sync is written now, after the replies just released
+        if self._next is not None:
+            self._flush()
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is durable (or failed)."""
