@@ -50,15 +50,18 @@ def _forwarded_for(value: str, networks: tuple[Network, ...]) -> str | None:
 def client_address(
     peer: tuple[str, int] | None, headers: Mapping[str, str], trusted: tuple[Network, ...]
 ) -> tuple[str, int | None]:
-    """(host, port) of the client; port None when a proxy did not say."""
+    """(host, port) of the client; port None when a proxy did not say.
+
+    `headers` is case-insensitive (aiohttp's) or has lower-case names (the handshake's).
+    """
     host, port = peer if peer else ("", None)
     if not is_trusted(host, trusted):
         return host, port
-    real_ip = headers.get("X-Real-IP")
+    real_ip = headers.get("x-real-ip")
     if real_ip and _ip(real_ip) is not None:
-        real_port = headers.get("X-Real-Port", "").strip()
+        real_port = headers.get("x-real-port", "").strip()
         return str(_ip(real_ip)), int(real_port) if real_port.isdigit() else None
-    forwarded = headers.get("X-Forwarded-For")
+    forwarded = headers.get("x-forwarded-for")
     if forwarded:
         found = _forwarded_for(forwarded, trusted)
         if found is not None:

@@ -19,8 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
-from websockets.http11 import Request
-from websockets.server import ServerProtocol
 
 from pigeonhole import __version__
 from pigeonhole.archive.config import ArchiveConfig
@@ -34,6 +32,7 @@ from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.front_door import FrontDoor
+from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter
@@ -134,26 +133,28 @@ class MailboxServer:
         # WebSocket handshakes never get here: the front door takes them (accept_websocket)
         return web.Response(text="Magic Wormhole mailbox: connect with a WebSocket client\n")
 
-    def accept_websocket(
-        self, transport: asyncio.Transport, handshake: ServerProtocol, request: Request, rest: bytes
-    ) -> None:
+    def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
         """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
         peer = transport.get_extra_info("peername")
         host, port = client_address(
-            (peer[0], peer[1]) if peer else None, request.headers, self._trusted
+            (peer[0], peer[1]) if peer else None, head.headers, self._trusted
         )
         refusal = self._admission(host)
-        response = handshake.reject(*refusal) if refusal is not None else handshake.accept(request)
-        handshake.send_response(response)
-        transport.writelines([chunk for chunk in handshake.data_to_send() if chunk])
-        if response.status_code != 101:
+        try:
+            if refusal is not None:
+                raise HandshakeError(reject(*refusal))
+            response = accept(head)
+        except HandshakeError as refused:
+            transport.write(refused.response)
             transport.close()
             return
         # no permessage-deflate: frames are small JSON, written as they are produced
         socket = MailboxSocket(transport, self.config.max_frame_bytes)
         transport.set_protocol(socket)
-        conn = Connection(self, socket, host, port)
+        socket.begin()
+        conn = Connection(self, socket, host, port)  # queues the welcome
         socket.conn = conn
+        socket.end(preamble=response)  # the 101 and the welcome leave in one write
         self.connections.add(conn)
         self._per_address[host] += 1
         self.metrics.connections_total += 1

@@ -1,8 +1,8 @@
 """The first bytes of every connection: mailbox WebSockets here, anything else to aiohttp.
 
 The mailbox endpoint is where the load and the idle connections are, so its handshake is
-answered here (websockets' `ServerProtocol` parses and checks it) and the connection then
-runs on `MailboxSocket` without aiohttp's per-connection objects. Every other request
+answered here (`handshake.py`) and the connection then runs on `MailboxSocket` without
+aiohttp's per-connection objects. Every other request
 (`/`, `/health`, `/metrics`, the archive, a plain GET of the mailbox path) is handed, with
 the bytes read so far, to aiohttp's own request handler on the same transport.
 """
@@ -10,17 +10,10 @@ the bytes read so far, to aiohttp's own request handler on the same transport.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from websockets.http11 import Request
-from websockets.server import ServerProtocol
-
-#: websockets logs every accepted handshake at INFO ("connection open"): a log record per
-#: connection, a tenth of the loop's time under load. Our own close events say enough.
-HANDSHAKE_LOG = logging.getLogger("pigeonhole.handshake")
-HANDSHAKE_LOG.setLevel(logging.WARNING)
+from pigeonhole.server.handshake import Head, is_websocket_upgrade, parse_head
 
 #: a request head longer than this is not a WebSocket handshake of ours: aiohttp answers it
 MAX_HEAD_BYTES = 16 * 1024
@@ -29,9 +22,7 @@ MAX_HEAD_BYTES = 16 * 1024
 class Acceptor(Protocol):
     """Takes a checked mailbox handshake; the connection is its own from there on."""
 
-    def accept_websocket(
-        self, transport: asyncio.Transport, handshake: ServerProtocol, request: Request, rest: bytes
-    ) -> None: ...
+    def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None: ...
 
 
 class FrontDoor(asyncio.Protocol):
@@ -42,7 +33,7 @@ class FrontDoor(asyncio.Protocol):
     ) -> None:
         self._acceptor = acceptor
         self._http = http
-        self._path = websocket_path.encode("ascii")
+        self._path = websocket_path
         self._buffer = b""
         self._transport: asyncio.Transport | None = None
 
@@ -60,28 +51,13 @@ class FrontDoor(asyncio.Protocol):
                 self._buffer = buffer
             return
         self._buffer = b""
-        head, rest = buffer[: end + 4], buffer[end + 4 :]
-        if not self._is_mailbox_get(head):
-            self._to_http(buffer)
-            return
-        handshake = ServerProtocol(max_size=None, logger=HANDSHAKE_LOG)
-        handshake.receive_data(head)
-        events = handshake.events_received()
-        request = events[0] if events else None
-        if not isinstance(request, Request) or not _is_upgrade(request):
-            # not a WebSocket handshake: aiohttp answers it (or refuses it) as HTTP
+        head = parse_head(buffer[: end + 4])
+        if head is None or head.path != self._path or not is_websocket_upgrade(head):
+            # not a mailbox WebSocket handshake: aiohttp answers it (or refuses it) as HTTP
             self._to_http(buffer)
             return
         assert self._transport is not None
-        self._acceptor.accept_websocket(self._transport, handshake, request, rest)
-
-    def _is_mailbox_get(self, head: bytes) -> bool:
-        line = head[: head.find(b"\r\n")]
-        parts = line.split(b" ")
-        if len(parts) != 3 or parts[0] != b"GET":
-            return False
-        target = parts[1]
-        return target == self._path or target.startswith(self._path + b"?")
+        self._acceptor.accept_websocket(self._transport, head, buffer[end + 4 :])
 
     def _to_http(self, data: bytes) -> None:
         """Hand the connection, and what it sent so far, to aiohttp."""
@@ -91,8 +67,3 @@ class FrontDoor(asyncio.Protocol):
         transport.set_protocol(handler)
         handler.connection_made(transport)
         handler.data_received(data)
-
-
-def _is_upgrade(request: Request) -> bool:
-    upgrade = request.headers.get("Upgrade", "")
-    return "websocket" in upgrade.lower()

@@ -130,14 +130,17 @@ class MailboxSocket(asyncio.Protocol):
         """Hold writes until the matching `end`: frames queued between leave in one write."""
         self._batch += 1
 
-    def end(self) -> None:
+    def end(self, preamble: bytes = b"") -> None:
+        """End a `begin`; `preamble` (the handshake's answer) goes out before the frames."""
         self._batch -= 1
         if not self._batch:
-            self.flush()
+            self.flush(preamble)
 
-    def flush(self) -> None:
+    def flush(self, preamble: bytes = b"") -> None:
         """Write what the protocol has queued; close the transport when it says so."""
         chunks = self._ws.data_to_send()
+        if preamble:
+            chunks.insert(0, preamble)
         if not chunks or self._gone:
             return
         transport = self._transport
