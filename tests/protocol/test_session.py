@@ -270,3 +270,11 @@ def test_disconnect_stops_live_delivery(rz: Rendezvous) -> None:
     _, step = send(b, type="open", mailbox="m")
     _, step = send(b, type="add", phase="p", body="aa")
     assert [h for h, _ in step.deliveries] == [b.handle]
+
+
+@pytest.mark.parametrize("body", ["ab cd", " ab", "ab\n", "ａｂ", "0x12", "a"])
+def test_add_body_must_be_pairs_of_hex_digits_only(rz: Rendezvous, body: str) -> None:
+    """Whitespace that bytes.fromhex would skip, and non-ASCII digits, are not hex."""
+    s = bound(rz, "a")
+    send(s, type="open", mailbox="m")
+    assert error_of(s, type="add", phase="p", body=body) == "'body' must be a hex string"

@@ -26,10 +26,16 @@ def validate_nameplate(name: object) -> str:
     return name
 
 
+#: the short nameplates by length as (number, string), made once: allocation scans them
+_SHORT = tuple(
+    tuple((n, str(n)) for n in range(low, high)) for low, high in ((1, 10), (10, 100), (100, 1000))
+)
+
+
 def find_free_nameplate(in_use: Collection[str], choose: Choose, randbelow: RandBelow) -> str:
     """The shortest free number: 1-9, then 10-99, then 100-999, then random 1000-999999."""
-    for low, high in ((1, 10), (10, 100), (100, 1000)):
-        free = [n for n in range(low, high) if str(n) not in in_use]
+    for names in _SHORT:
+        free = [n for n, name in names if name not in in_use]
         if free:
             return str(choose(free))
     for _ in range(1000):
