@@ -9,6 +9,9 @@ from typing import Literal
 from pigeonhole.protocol.limits import Limits
 
 LogFormat = Literal["text", "json"]
+#: where the write-ahead logs are fdatasynced: a worker thread (throughput) or the event
+#: loop's own thread (lowest delivery latency, the loop waits for the disk)
+CommitSync = Literal["thread", "loop"]
 
 #: Loopback addresses are trusted as proxies by default: a proxy on the same host is
 #: the usual deployment, and only it can set X-Real-IP / X-Real-Port.
@@ -57,6 +60,9 @@ class ServerConfig:
     max_buffered_bytes: int = 16 * 1024 * 1024
     #: seconds a client may stay behind (over 64 KiB unread) before it is dropped
     send_timeout: float = 30.0
+    commit_sync: CommitSync = "thread"
+    #: seconds a new connection has to send its whole request head before it is dropped
+    handshake_timeout: float = 10.0
     tls_cert: Path | None = None
     tls_key: Path | None = None
     #: the Whisper-style archive at /whisper/v6 (docs/archive.md)

@@ -221,3 +221,21 @@ async def test_bad_handshake_is_refused_with_400(server: MailboxServer) -> None:
     assert head.startswith(b"HTTP/1.1 426") or head.startswith(b"HTTP/1.1 400"), head
     assert not server.connections
     writer.close()
+
+
+async def test_connection_that_never_finishes_its_head_is_dropped(make_server: Any) -> None:
+    """A client that sends part of a request head and stops is cut off after the timeout."""
+    async with make_server(handshake_timeout=0.3) as srv:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(handshake()[0][:30])
+        await writer.drain()
+        # the server closes it (EOF) within the timeout, well before our 5 s wait ends
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        # a client that completes its head in time is served normally
+        client = await RawClient.open(srv)
+        client.send_json(type="ping", ping=4)
+        await pong_for(client, 4)
+        await asyncio.sleep(0.5)  # past the timeout: an accepted connection is not cut
+        client.send_json(type="ping", ping=5)
+        await pong_for(client, 5)
+        client.writer.close()

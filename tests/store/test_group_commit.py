@@ -142,3 +142,23 @@ def test_store_sync_before_and_after_writes(tmp_path: Path) -> None:
         assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     finally:
         store.close()
+
+
+async def test_sync_on_the_loop_thread_writes_then_syncs_then_resolves(journal: Journal) -> None:
+    """With no executor (`--commit-sync loop`) each batch is written and synced in turn."""
+    failures: list[BaseException] = []
+    committer = GroupCommitter(journal.write, journal.sync, failures.append, None)
+    first = committer.submit([_np("1")])
+    second = committer.submit([_np("2")])
+    assert first is second and first is not None and not first.done()
+    await first
+    third = committer.submit([_np("3")])
+    assert third is not None
+    await third
+    assert journal.events == ["write 1,2", "sync", "write 3", "sync"]
+    journal.fail_sync = True
+    failing = committer.submit([_np("4")])
+    assert failing is not None
+    with pytest.raises(OSError, match="EIO"):
+        await failing
+    assert len(failures) == 1

@@ -178,6 +178,14 @@ log = logging.getLogger("pigeonhole.serve")
     help="Seconds a client may stay behind (64 KiB unread) before it is dropped as slow.",
 )
 @click.option(
+    "--commit-sync",
+    type=click.Choice(["thread", "loop"]),
+    default="thread",
+    show_default=True,
+    help="fdatasync in a worker thread (most throughput) or on the event loop (lowest "
+    "delivery latency; see bench/README.md). Durable either way.",
+)
+@click.option(
     "--tls-cert",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
@@ -252,6 +260,7 @@ def serve(
     max_queued_frames: int,
     max_buffered_bytes: int,
     send_timeout: float,
+    commit_sync: str,
     tls_cert: Path | None,
     tls_key: Path | None,
     archive: bool,
@@ -302,6 +311,7 @@ def serve(
         max_queued_frames=max_queued_frames,
         max_buffered_bytes=max_buffered_bytes,
         send_timeout=send_timeout,
+        commit_sync="loop" if commit_sync == "loop" else "thread",
         tls_cert=tls_cert,
         tls_key=tls_key,
         archive=archive,

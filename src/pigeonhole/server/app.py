@@ -79,7 +79,7 @@ class MailboxServer:
             self.store.write,
             self.store.sync,
             self._storage_failed,
-            self._executor,
+            None if config.commit_sync == "loop" else self._executor,
             self.metrics.observe_commit,
         )
         self.connections: set[Connection] = set()
@@ -236,7 +236,7 @@ class MailboxServer:
         assert http is not None
         path = self.config.websocket_path
         self._listener = await loop.create_server(
-            lambda: FrontDoor(self, http, path),
+            lambda: FrontDoor(self, http, path, self.config.handshake_timeout),
             self.config.host,
             self.config.port,
             backlog=4096,

@@ -26,20 +26,38 @@ class Acceptor(Protocol):
 
 
 class FrontDoor(asyncio.Protocol):
-    __slots__ = ("_acceptor", "_buffer", "_http", "_path", "_transport")
+    """Until the request head is complete; a client that never finishes it is dropped."""
+
+    __slots__ = ("_acceptor", "_buffer", "_http", "_path", "_timeout", "_timer", "_transport")
 
     def __init__(
-        self, acceptor: Acceptor, http: Callable[[], asyncio.Protocol], websocket_path: str
+        self,
+        acceptor: Acceptor,
+        http: Callable[[], asyncio.Protocol],
+        websocket_path: str,
+        timeout: float,
     ) -> None:
         self._acceptor = acceptor
         self._http = http
         self._path = websocket_path
+        self._timeout = timeout
         self._buffer = b""
         self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport, but have its methods
         self._transport = cast(asyncio.Transport, transport)
+        # a connection that sends no complete head in time holds a socket for nothing
+        self._timer = asyncio.get_running_loop().call_later(self._timeout, self._transport.abort)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timer()
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer + data if self._buffer else data
@@ -51,6 +69,7 @@ class FrontDoor(asyncio.Protocol):
                 self._buffer = buffer
             return
         self._buffer = b""
+        self._stop_timer()
         head = parse_head(buffer[: end + 4])
         if head is None or head.path != self._path or not is_websocket_upgrade(head):
             # not a mailbox WebSocket handshake: aiohttp answers it (or refuses it) as HTTP
@@ -61,6 +80,7 @@ class FrontDoor(asyncio.Protocol):
 
     def _to_http(self, data: bytes) -> None:
         """Hand the connection, and what it sent so far, to aiohttp."""
+        self._stop_timer()
         transport = self._transport
         assert transport is not None
         handler = self._http()

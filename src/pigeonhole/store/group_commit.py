@@ -18,6 +18,11 @@ thread for every statement, and syncing in a thread keeps a slow disk from stall
 loop. Batches resolve in order, so a step's commit resolving means every earlier step is
 durable too.
 
+With no executor the sync runs on the loop's thread right after the write (`serve
+--commit-sync loop`): the loop waits for the disk, and transactions are per loop
+iteration, so throughput drops, but replies leave right after the sync, with no wait for
+the worker to get the GIL back and for its callback to come round on a busy loop.
+
 Latency is counted in loop iterations: a `Commit` calls its callbacks synchronously when
 the sync's completion reaches the loop, so replies leave in that same iteration (an
 asyncio future would schedule each callback for a later one).
@@ -29,7 +34,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Generator
-from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -97,7 +101,7 @@ class GroupCommitter:
         write: Callable[[list[Effect]], None],
         sync: Callable[[], None],
         on_failure: Callable[[BaseException], None],
-        executor: ThreadPoolExecutor,
+        executor: ThreadPoolExecutor | None,
         observe: Callable[[float], None] | None = None,
     ) -> None:
         self._write = write
@@ -156,15 +160,24 @@ class GroupCommitter:
         self.batches += 1
         self.effects += len(batch)
         self._syncing = commit
+        if self._executor is None:  # sync on the loop's thread: no hand-off, loop blocked
+            error: BaseException | None = None
+            try:
+                self._sync()
+            except Exception as err:
+                error = err
+            self._synced(error)
+            return
         loop = self._loop
         assert loop is not None
         job = self._executor.submit(self._sync)
-        job.add_done_callback(lambda done: loop.call_soon_threadsafe(self._synced, done))
+        job.add_done_callback(
+            lambda done: loop.call_soon_threadsafe(self._synced, done.exception())
+        )
 
-    def _synced(self, job: ThreadFuture[None]) -> None:
+    def _synced(self, error: BaseException | None) -> None:
         commit, self._syncing = self._syncing, None
         assert commit is not None
-        error = job.exception()
         if error is not None:
             log.error("sync failed: %s", error)
             # the steps gathered meanwhile built on the lost batch: they fail with it
