@@ -15,7 +15,7 @@ import ssl
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -110,13 +110,15 @@ class MailboxServer:
             add_archive_routes(app, archive, clock=self.clock, peer_of=self._peer_of)
         return app
 
-    def _client(self, request: web.Request) -> tuple[str, int | None]:
+    def _client(
+        self, transport: asyncio.BaseTransport | None, headers: Mapping[str, str]
+    ) -> tuple[str, int | None]:
         """The client's (host, port) as limits see it (trusted proxies honoured)."""
-        peer = request.transport.get_extra_info("peername") if request.transport else None
-        return client_address((peer[0], peer[1]) if peer else None, request.headers, self._trusted)
+        peer = transport.get_extra_info("peername") if transport else None
+        return client_address((peer[0], peer[1]) if peer else None, headers, self._trusted)
 
     def _peer_of(self, request: web.Request) -> str:
-        return self._client(request)[0]
+        return self._client(request.transport, request.headers)[0]
 
     async def _root(self, request: web.Request) -> web.Response:
         return web.Response(text="Wormhole Relay\n")
@@ -139,17 +141,16 @@ class MailboxServer:
 
     def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
         """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
-        peer = transport.get_extra_info("peername")
-        host, port = client_address(
-            (peer[0], peer[1]) if peer else None, head.headers, self._trusted
-        )
+        host, port = self._client(transport, head.headers)
         refusal = self._admission(host)
-        try:
-            if refusal is not None:
-                raise HandshakeError(reject(*refusal))
-            response = accept(head)
-        except HandshakeError as refused:
-            transport.write(refused.response)
+        refused = reject(*refusal) if refusal is not None else None
+        if refused is None:
+            try:
+                response = accept(head)
+            except HandshakeError as invalid:
+                refused = invalid.response
+        if refused is not None:
+            transport.write(refused)
             transport.close()
             return
         # no permessage-deflate: frames are small JSON, written as they are produced

@@ -128,10 +128,9 @@ class Connection:
         self.server.spawn(self._drop_slow())
 
     async def _drop_slow(self) -> None:
-        # a client that does not read cannot receive a close frame: try briefly, then
-        # abort, which drops the unread bytes a closing transport would wait to deliver
+        # a client that does not read cannot receive a close frame: try briefly; `close`
+        # then aborts, dropping the unread bytes a closing transport would wait to deliver
         await self.socket.close(CLOSE_POLICY, "client too slow", 2.0)
-        self.socket.abort()
 
     async def close(self, code: int, reason: str) -> None:
         """Close after the queued frames went out (bounded by the shutdown timeout)."""

@@ -51,7 +51,7 @@ class MailboxSocket(asyncio.Protocol):
         self.conn: Connection | None = None
         #: a fragmented message being reassembled: (is text, parts)
         self._fragments: tuple[bool, list[bytes]] | None = None
-        #: depth of `batch()` calls: inside one, writes wait for the outermost to end
+        #: depth of `begin()` calls: inside one, writes wait for the outermost `end()`
         self._batch = 0
         #: anything received since the last heartbeat sweep; a ping is unanswered
         self._heard = True
@@ -66,27 +66,26 @@ class MailboxSocket(asyncio.Protocol):
         ws = self._ws
         ws.receive_data(data)
         self._heard = True
-        self._batch += 1
+        self.begin()  # every reply to this read leaves in one write
         try:
             # after the handshake the protocol yields only frames, whose data is bytes
             for frame in cast("list[Frame]", ws.events_received()):
                 opcode = frame.opcode
-                data = cast(bytes, frame.data)
+                payload = cast(bytes, frame.data)
                 if opcode is _TEXT or opcode is _BINARY:
                     if frame.fin:
-                        self._message(data, opcode is _TEXT)
+                        self._message(payload, opcode is _TEXT)
                     else:
-                        self._fragments = (opcode is _TEXT, [data])
+                        self._fragments = (opcode is _TEXT, [payload])
                 elif opcode is _CONT and self._fragments is not None:
                     text, parts = self._fragments
-                    parts.append(data)
+                    parts.append(payload)
                     if frame.fin:
                         self._fragments = None
                         self._message(b"".join(parts), text)
                 # pings are answered and close frames echoed by the library
         finally:
-            self._batch -= 1
-            self.flush()
+            self.end()
 
     def _message(self, data: bytes, text: bool) -> None:
         conn = self.conn
@@ -170,10 +169,6 @@ class MailboxSocket(asyncio.Protocol):
             await asyncio.wait_for(asyncio.shield(self._waiter), timeout)
         if not self._gone:
             self._transport.abort()
-
-    def abort(self) -> None:
-        """Drop the connection now, unread bytes and all (a client that does not read)."""
-        self._transport.abort()
 
     def heartbeat(self) -> None:
         """Called every sweep: ping a quiet client, drop one that ignored the last ping."""
