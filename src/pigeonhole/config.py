@@ -13,6 +13,10 @@ LogFormat = Literal["text", "json"]
 #: loop's own thread (lowest delivery latency, the loop waits for the disk)
 CommitSync = Literal["thread", "loop"]
 
+#: when another side's copy of a `message` leaves: at once, or once the `add` is durable
+#: like the sender's own echo (its confirmation), which always waits
+PeerDelivery = Literal["immediate", "durable"]
+
 #: Loopback addresses are trusted as proxies by default: a proxy on the same host is
 #: the usual deployment, and only it can set X-Real-IP / X-Real-Port.
 DEFAULT_TRUSTED_PROXIES: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
@@ -61,6 +65,7 @@ class ServerConfig:
     #: seconds a client may stay behind (over 64 KiB unread) before it is dropped
     send_timeout: float = 30.0
     commit_sync: CommitSync = "thread"
+    peer_delivery: PeerDelivery = "immediate"
     #: seconds a new connection has to send its whole request head before it is dropped
     handshake_timeout: float = 10.0
     tls_cert: Path | None = None

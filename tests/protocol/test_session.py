@@ -15,7 +15,7 @@ from pigeonhole.protocol.session import Session
 def send(s: Session, now: float = 1.0, **msg: Any) -> tuple[list[dict[str, Any]], Any]:
     step = s.receive(msg, now)
     assert step.immediate[0]["type"] == "ack"
-    return step.immediate[1:] + step.after_commit, step
+    return step.immediate[1:] + step.after_commit + step.replayed, step
 
 
 def error_of(s: Session, **msg: Any) -> str:

@@ -186,6 +186,14 @@ log = logging.getLogger("pigeonhole.serve")
     "delivery latency; see bench/README.md). Durable either way.",
 )
 @click.option(
+    "--peer-delivery",
+    type=click.Choice(["immediate", "durable"]),
+    default="immediate",
+    show_default=True,
+    help="When another side's copy of a message leaves: at once, or after the add is "
+    "durable. The sender's own echo, its confirmation, always waits for durability.",
+)
+@click.option(
     "--tls-cert",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
@@ -261,6 +269,7 @@ def serve(
     max_buffered_bytes: int,
     send_timeout: float,
     commit_sync: str,
+    peer_delivery: str,
     tls_cert: Path | None,
     tls_key: Path | None,
     archive: bool,
@@ -312,6 +321,7 @@ def serve(
         max_buffered_bytes=max_buffered_bytes,
         send_timeout=send_timeout,
         commit_sync="loop" if commit_sync == "loop" else "thread",
+        peer_delivery="durable" if peer_delivery == "durable" else "immediate",
         tls_cert=tls_cert,
         tls_key=tls_key,
         archive=archive,

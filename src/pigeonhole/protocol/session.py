@@ -46,6 +46,9 @@ class Step:
     effects: list[fx.Effect] = field(default_factory=list)
     #: (subscriber handle, frame) pairs to send once `effects` are committed
     deliveries: list[tuple[object, Frame]] = field(default_factory=list)
+    #: the mailbox's stored messages, in order, sent to this client on `open` (after
+    #: `after_commit`'s frames if any, and before any later `deliveries`)
+    replayed: list[Frame] = field(default_factory=list)
     #: close the connection after sending: (code, reason)
     close: tuple[int, str] | None = None
 
@@ -262,7 +265,7 @@ class Session:
         mailbox.subscribers[self.handle] = None
         self.mailbox = mailbox
         # stored messages first, in arrival order; later adds arrive live
-        step.after_commit.extend(m.to_wire() for m in mailbox.messages)
+        step.replayed.extend(m.to_wire() for m in mailbox.messages)
 
     def _add(self, msg: dict[str, Any], now: float, step: Step) -> None:
         mailbox = self.mailbox

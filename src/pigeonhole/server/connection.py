@@ -13,8 +13,8 @@ import secrets
 from typing import TYPE_CHECKING
 
 from pigeonhole.protocol.messages import FrameError, decode_frame
-from pigeonhole.protocol.session import CLOSE_POLICY, Session, error_frame
-from pigeonhole.server.outbox import Outbox
+from pigeonhole.protocol.session import CLOSE_POLICY, Session, Step, error_frame
+from pigeonhole.server.outbox import Barrier, Outbox
 from pigeonhole.server.websocket import MailboxSocket
 
 if TYPE_CHECKING:
@@ -103,9 +103,8 @@ class Connection:
             server.metrics.permissions["granted"] += 1
         for frame in step.after_commit:
             self.outbox.put(frame, barrier)
-        for subscriber, frame in step.deliveries:
-            assert isinstance(subscriber, Connection)
-            subscriber.outbox.put(frame, barrier)
+        if step.deliveries or step.replayed:
+            self._deliver(step, barrier)
         if step.deliveries:
             server.metrics.messages += 1
         if step.close is not None:
@@ -113,6 +112,40 @@ class Connection:
             server.event("closing connection", self, code=code, reason=reason)
             self._close_request = step.close
             server.spawn(self.close(code, reason))
+
+    def _deliver(self, step: Step, barrier: Barrier) -> None:
+        """Messages to their readers (outbox.py says why other sides need not wait).
+
+        The sender's echo is its confirmation that the message is stored: it waits for the
+        commit. Other sides' copies leave at once, unless the operator chose
+        `--peer-delivery durable`. A replay on `open` is sent as one run in mailbox order:
+        at once too, unless it holds this side's own messages (confirmations, after a
+        reconnect); then it waits, and later messages wait behind it.
+        """
+        if barrier is None:  # this step wrote nothing: wait for what is outstanding
+            barrier = self.server.committer.submit([])
+        outbox = self.outbox
+        if self.server.config.peer_delivery == "durable":
+            for frame in step.replayed:
+                outbox.put(frame, barrier)
+            for subscriber, frame in step.deliveries:
+                assert isinstance(subscriber, Connection)
+                subscriber.outbox.put(frame, barrier)
+            return
+        if step.replayed:
+            own = self.session.side
+            if barrier is not None and any(f["side"] == own for f in step.replayed):
+                for frame in step.replayed:
+                    outbox.put(frame, barrier, pin=True)
+            else:
+                for frame in step.replayed:
+                    outbox.deliver(frame)
+        for subscriber, frame in step.deliveries:
+            assert isinstance(subscriber, Connection)
+            if subscriber is self:
+                outbox.put(frame, barrier)
+            else:
+                subscriber.outbox.deliver(frame)
 
     def check_behind(self, now: float, timeout: float) -> None:
         """Called periodically: drop the client if it has not kept up for `timeout` s."""

@@ -1,9 +1,17 @@
 """A connection's ordered output: each frame waits for the commit it depends on.
 
-Frames leave strictly in the order they were queued. A frame queued with a commit
+Replies leave strictly in the order they were queued. A reply queued with a commit
 future (a barrier) is held until that commit is durable (spec 002: no direct response
 before its side effects are committed); since commits resolve in order, holding never
 reorders. A frame with nothing to wait for, behind nothing held, is written at once.
+
+Other sides' messages (`deliver`) are nobody's confirmation, so they do not queue behind
+this client's replies waiting for the disk: they leave at once. The client sees what it
+would have seen had the other side's `add` been served just before its own pending
+commands, which commute with it (an `add` changes nothing but the mailbox's messages).
+Clients tell their own echoes from their peers' messages by `side` (the Python client,
+wormhole-william). Mailbox order is kept: a message never overtakes a held replay of the
+mailbox (a reply marked `pin`); it queues behind it instead.
 
 There is no task per connection: frames are written synchronously into the transport's
 buffer, and held frames are released by one callback on the barrier they wait for, so a
@@ -60,6 +68,7 @@ class Outbox:
         "_max_buffered",
         "_max_frames",
         "_on_slow",
+        "_pinned",
         "_sink",
         "_watching",
         "behind_since",
@@ -82,7 +91,9 @@ class Outbox:
         self._on_slow = on_slow
         #: frames waiting for their commit, in order (made on first use: most idle
         #: connections never hold a frame, and an empty deque costs 600 bytes)
-        self._held: deque[tuple[Frame, Barrier]] | None = None
+        self._held: deque[tuple[Frame, Barrier, bool]] | None = None
+        #: held frames that other sides' messages must not overtake (see `deliver`)
+        self._pinned = 0
         #: the barrier whose completion will release the front of `_held`
         self._watching: Commit | None = None
         self._emptied: asyncio.Future[None] | None = None
@@ -91,7 +102,8 @@ class Outbox:
         #: monotonic time since which the transport buffer has been over BEHIND_BYTES
         self.behind_since: float | None = None
 
-    def put(self, frame: Frame, barrier: Barrier = None) -> None:
+    def put(self, frame: Frame, barrier: Barrier = None, *, pin: bool = False) -> None:
+        """Queue a reply; `pin` keeps later `deliver`ed messages behind it (a replay)."""
         if self.overflowed:
             return
         held = self._held
@@ -106,9 +118,18 @@ class Outbox:
         elif len(held) >= self._max_frames:
             self.drop_slow_reader()
             return
-        held.append((frame, barrier))
+        held.append((frame, barrier, pin))
+        if pin:
+            self._pinned += 1
         if self._watching is None:
             self._watch()
+
+    def deliver(self, frame: Frame) -> None:
+        """Send another side's message now, or behind a held replay of the mailbox."""
+        if self._pinned:
+            self.put(frame, None, pin=True)
+        elif not self.overflowed:
+            self._send(frame)
 
     def __len__(self) -> int:
         return len(self._held) if self._held is not None else 0
@@ -131,12 +152,14 @@ class Outbox:
         self._sink.begin()
         try:
             while held and not self.overflowed:
-                frame, barrier = held[0]
+                frame, barrier, pin = held[0]
                 if barrier is not None and not barrier.done():
                     self._watching = barrier
                     barrier.add_done_callback(self._release)
                     return
                 held.popleft()
+                if pin:
+                    self._pinned -= 1
                 if barrier is not None and barrier.exception() is not None:
                     self._stop()  # a commit failed: the server recovers and closes us
                     return
@@ -183,6 +206,7 @@ class Outbox:
     def _stop(self) -> None:
         self.overflowed = True
         self._held = None
+        self._pinned = 0
         if self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
 
@@ -198,5 +222,6 @@ class Outbox:
     def stop(self) -> None:
         """The connection ended: drop what is still held."""
         self._held = None
+        self._pinned = 0
         if self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)

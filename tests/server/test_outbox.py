@@ -1,0 +1,100 @@
+"""The outbox's ordering rules, on a sink that records frames (no sockets needed)."""
+
+from __future__ import annotations
+
+import orjson
+
+from pigeonhole.server.outbox import Outbox
+from pigeonhole.store.group_commit import Commit
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.open = True
+        self.sent: list[str] = []
+
+    def send_text(self, data: bytes) -> None:
+        self.sent.append(orjson.loads(data)["n"])
+
+    def begin(self) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def write_buffer_size(self) -> int:
+        return 0
+
+
+def test_replies_wait_for_their_commit_in_order() -> None:
+    sink = Sink()
+    box = Outbox(sink)
+    first, second = Commit(), Commit()
+    box.put({"n": "r1"}, first)
+    box.put({"n": "r2"}, second)
+    box.put({"n": "ack"})  # nothing to wait for, but behind held replies
+    second.resolve()
+    assert sink.sent == []
+    first.resolve()
+    assert sink.sent == ["r1", "r2", "ack"]
+
+
+def test_other_sides_messages_overtake_held_replies() -> None:
+    sink = Sink()
+    box = Outbox(sink)
+    commit = Commit()
+    box.put({"n": "echo"}, commit)
+    box.deliver({"n": "peer"})
+    assert sink.sent == ["peer"]
+    commit.resolve()
+    assert sink.sent == ["peer", "echo"]
+
+
+def test_messages_queue_behind_a_held_replay() -> None:
+    sink = Sink()
+    box = Outbox(sink)
+    commit = Commit()
+    box.put({"n": "old1"}, commit, pin=True)
+    box.put({"n": "old2"}, commit, pin=True)
+    box.deliver({"n": "new"})
+    box.put({"n": "reply"})
+    assert sink.sent == [] and len(box) == 4
+    commit.resolve()
+    assert sink.sent == ["old1", "old2", "new", "reply"]
+    box.deliver({"n": "later"})  # nothing pinned any more: at once
+    assert sink.sent[-1] == "later" and len(box) == 0
+
+
+def test_a_failed_commit_stops_everything() -> None:
+    sink = Sink()
+    box = Outbox(sink)
+    commit = Commit()
+    box.put({"n": "replay"}, commit, pin=True)
+    commit.resolve(OSError("EIO"))
+    assert box.overflowed and sink.sent == []
+    box.deliver({"n": "peer"})
+    box.put({"n": "reply"})
+    assert sink.sent == []
+
+
+def test_stop_forgets_held_frames_and_pins() -> None:
+    sink = Sink()
+    box = Outbox(sink)
+    box.put({"n": "replay"}, Commit(), pin=True)
+    box.stop()
+    assert len(box) == 0
+    box.deliver({"n": "peer"})  # not held behind a replay that will never be sent
+    assert sink.sent == ["peer"]
+
+
+def test_too_many_held_frames_drop_the_client() -> None:
+    sink = Sink()
+    dropped: list[bool] = []
+    box = Outbox(sink, max_frames=2, on_slow=lambda: dropped.append(True))
+    commit = Commit()
+    box.put({"n": "r1"}, commit, pin=True)
+    box.deliver({"n": "m1"})
+    box.deliver({"n": "m2"})
+    assert dropped == [True] and box.overflowed
+    commit.resolve()
+    assert sink.sent == []
