@@ -30,9 +30,16 @@ def free_port() -> int:
 class ServeProcess:
     """`python -m pigeonhole serve` on 127.0.0.1:port with its data in data_dir."""
 
-    def __init__(self, data_dir: Path, port: int, log: Path, commit_sync: str = "thread") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        log: Path,
+        commit_sync: str = "thread",
+        peer_delivery: str = "immediate",
+    ) -> None:
         self.data_dir, self.port, self.log = data_dir, port, log
-        self.commit_sync = commit_sync
+        self.commit_sync, self.peer_delivery = commit_sync, peer_delivery
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -43,7 +50,7 @@ class ServeProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE")}
         cmd = [PYTHON, "-m", "pigeonhole", "serve", "--host", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--data-dir", str(self.data_dir)]
-        cmd += ["--commit-sync", self.commit_sync]
+        cmd += ["--commit-sync", self.commit_sync, "--peer-delivery", self.peer_delivery]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 20
@@ -72,11 +79,12 @@ class ServeProcess:
             self.proc.wait()
 
 
-@pytest.fixture(params=["thread", "loop"])
+@pytest.fixture(params=[("thread", "immediate"), ("loop", "durable")], ids=lambda p: "-".join(p))
 def serve_process(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServeProcess]:
-    """A (not yet started) server process, for each place the logs can be synced from;
-    killed at teardown if still running."""
-    process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log", request.param)
+    """A (not yet started) server process, for each place the logs can be synced from (and
+    each peer-delivery mode); killed at teardown if still running."""
+    sync, delivery = request.param
+    process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log", sync, delivery)
     yield process
     process.kill_if_running()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gc
 import logging
 import secrets
 import ssl
@@ -228,10 +227,6 @@ class MailboxServer:
         # the fdatasync worker needs the GIL back the moment its sync returns, and a busy
         # loop thread would hold it for up to the default 5 ms: every reply waits on that
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-        # what exists by now (modules, config) lives as long as the process: out of the
-        # collector's sight, a full collection under load took 12 ms instead of 28-31
-        gc.collect()
-        gc.freeze()
         self._started_at = self.clock()
         self.store.open()
         self.store.load(self.rendezvous, self._started_at)
