@@ -10,7 +10,7 @@ from pigeonhole.protocol.limits import Limits
 
 LogFormat = Literal["text", "json"]
 #: where the write-ahead logs are fdatasynced: a worker thread (throughput) or the event
-#: loop's own thread (lowest delivery latency, the loop waits for the disk)
+#: loop's own thread (lowest reply latency, the loop waits for the disk)
 CommitSync = Literal["thread", "loop"]
 
 #: when another side's copy of a `message` leaves: at once, or once the `add` is durable

@@ -184,7 +184,7 @@ log = logging.getLogger("pigeonhole.serve")
     default="thread",
     show_default=True,
     help="fdatasync in a worker thread (most throughput) or on the event loop (lowest "
-    "delivery latency; see bench/README.md). Durable either way.",
+    "reply latency; see bench/README.md). Durable either way.",
 )
 @click.option(
     "--peer-delivery",
