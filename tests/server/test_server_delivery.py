@@ -109,3 +109,20 @@ async def test_replay_of_other_sides_only_is_sent_at_once(disk, bound) -> None:
         assert (replayed["side"], replayed["body"]) == ("a", "aa")
     finally:
         disk.set()
+
+
+async def test_a_second_connection_of_the_sending_side_waits_like_the_echo(disk, bound) -> None:
+    """A copy for the sender's own side is a confirmation, whichever connection gets it."""
+    a, stale, b = await bound("a"), await bound("a"), await bound("b")
+    for client in (a, stale, b):
+        assert await client.open("m") == []
+    disk.clear()
+    try:
+        await a.send("add", phase="pake", body="aa")
+        await a.expect_ack()
+        assert (await b.next())["body"] == "aa"
+        await nothing_arrives(stale)
+    finally:
+        disk.set()
+    assert (await stale.next())["body"] == "aa"
+    assert (await a.next())["body"] == "aa"

@@ -117,10 +117,11 @@ class Connection:
         """Messages to their readers (outbox.py says why other sides need not wait).
 
         The sender's echo is its confirmation that the message is stored: it waits for the
-        commit. Other sides' copies leave at once, unless the operator chose
-        `--peer-delivery durable`. A replay on `open` is sent as one run in mailbox order:
-        at once too, unless it holds this side's own messages (confirmations, after a
-        reconnect); then it waits, and later messages wait behind it.
+        commit, on every connection of the sender's side. Other sides' copies leave at
+        once, unless the operator chose `--peer-delivery durable`. A replay on `open` is
+        sent as one run in mailbox order: at once too, unless it holds this side's own
+        messages (confirmations, after a reconnect); then it waits, and later messages
+        wait behind it.
         """
         if barrier is None:  # this step wrote nothing: wait for what is outstanding
             barrier = self.server.committer.submit([])
@@ -132,9 +133,9 @@ class Connection:
                 assert isinstance(subscriber, Connection)
                 subscriber.outbox.put(frame, barrier)
             return
+        side = self.session.side
         if step.replayed:
-            own = self.session.side
-            if barrier is not None and any(f["side"] == own for f in step.replayed):
+            if barrier is not None and any(f["side"] == side for f in step.replayed):
                 for frame in step.replayed:
                     outbox.put(frame, barrier, pin=True)
             else:
@@ -142,8 +143,8 @@ class Connection:
                     outbox.deliver(frame)
         for subscriber, frame in step.deliveries:
             assert isinstance(subscriber, Connection)
-            if subscriber is self:
-                outbox.put(frame, barrier)
+            if subscriber.session.side == side:  # the echo (also on a stale connection)
+                subscriber.outbox.put(frame, barrier)
             else:
                 subscriber.outbox.deliver(frame)
 
