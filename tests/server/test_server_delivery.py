@@ -22,7 +22,7 @@ QUIET = 0.3
 
 
 @pytest.fixture
-def disk() -> Iterator[threading.Event]:
+def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """The store's sync waits while the returned event is clear (set: a normal disk)."""
     released = threading.Event()
     released.set()
@@ -32,10 +32,9 @@ def disk() -> Iterator[threading.Event]:
         released.wait(10)
         original(self)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(SqliteStore, "sync", held_sync)
-        yield released
-    released.set()
+    monkeypatch.setattr(SqliteStore, "sync", held_sync)
+    yield released
+    released.set()  # never leave a server's drain waiting
 
 
 async def nothing_arrives(client: Client) -> None:

@@ -2,9 +2,11 @@
 
 `Session.receive(msg, now)` validates a decoded message, applies it to the shared
 `Rendezvous`, and returns a `Step`. Per the spec, a direct response (`allocated`,
-`claimed`, `released`, `closed`, the `message`s of `open` and `add`) must not leave
-before its writes are committed: those go in `Step.after_commit` and
-`Step.deliveries`; the `ack`, `pong` and errors go in `Step.immediate`.
+`claimed`, `released`, `closed`, `nameplates`) must not leave before its writes are
+committed: those go in `Step.after_commit`; the `ack`, `pong` and errors go in
+`Step.immediate`. `message`s (to subscribers on `add`, stored ones on `open`) go in
+`Step.deliveries` and `Step.replayed`: the server decides which of them wait for the
+commit (server/connection.py).
 """
 
 from __future__ import annotations
@@ -44,10 +46,9 @@ class Step:
     immediate: list[Frame] = field(default_factory=list)
     after_commit: list[Frame] = field(default_factory=list)
     effects: list[fx.Effect] = field(default_factory=list)
-    #: (subscriber handle, frame) pairs to send once `effects` are committed
+    #: (subscriber handle, frame): the `message` of an `add` for each subscriber
     deliveries: list[tuple[object, Frame]] = field(default_factory=list)
-    #: the mailbox's stored messages, in order, sent to this client on `open` (after
-    #: `after_commit`'s frames if any, and before any later `deliveries`)
+    #: the mailbox's stored messages, in order, sent to this client on `open`
     replayed: list[Frame] = field(default_factory=list)
     #: close the connection after sending: (code, reason)
     close: tuple[int, str] | None = None

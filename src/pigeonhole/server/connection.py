@@ -125,17 +125,13 @@ class Connection:
         """
         if barrier is None:  # this step wrote nothing: wait for what is outstanding
             barrier = self.server.committer.submit([])
-        outbox = self.outbox
-        if self.server.config.peer_delivery == "durable":
-            for frame in step.replayed:
-                outbox.put(frame, barrier)
-            for subscriber, frame in step.deliveries:
-                assert isinstance(subscriber, Connection)
-                subscriber.outbox.put(frame, barrier)
-            return
+        every_copy_waits = self.server.config.peer_delivery == "durable"
         side = self.session.side
         if step.replayed:
-            if barrier is not None and any(f["side"] == side for f in step.replayed):
+            outbox = self.outbox
+            if every_copy_waits or (
+                barrier is not None and any(f["side"] == side for f in step.replayed)
+            ):
                 for frame in step.replayed:
                     outbox.put(frame, barrier, pin=True)
             else:
@@ -143,7 +139,8 @@ class Connection:
                     outbox.deliver(frame)
         for subscriber, frame in step.deliveries:
             assert isinstance(subscriber, Connection)
-            if subscriber.session.side == side:  # the echo (also on a stale connection)
+            # the echo waits on every connection of the sender's side (a stale one too)
+            if every_copy_waits or subscriber.session.side == side:
                 subscriber.outbox.put(frame, barrier)
             else:
                 subscriber.outbox.deliver(frame)

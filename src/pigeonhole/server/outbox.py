@@ -205,10 +205,7 @@ class Outbox:
 
     def _stop(self) -> None:
         self.overflowed = True
-        self._held = None
-        self._pinned = 0
-        if self._emptied is not None and not self._emptied.done():
-            self._emptied.set_result(None)
+        self.stop()
 
     async def flush(self, timeout: float) -> None:
         """Wait (bounded) until every held frame has been written."""
