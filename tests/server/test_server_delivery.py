@@ -3,7 +3,8 @@
 The sender's echo is its confirmation that the message is stored: it waits for the sync.
 Other sides' copies leave at once (`peer_delivery="immediate"`, the default) or after the
 sync too (`"durable"`). A replay on `open` that holds the opener's own messages waits, and
-keeps later messages behind it.
+keeps later messages behind it. A command's ack leaves with its reply, after the sync,
+except for `open` (it subscribes) and commands that write nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from server_support import Client, strip
+from server_support import Client, Frame, strip
 
 from pigeonhole.store.sqlite import SqliteStore
 
@@ -42,19 +43,26 @@ async def nothing_arrives(client: Client) -> None:
         await asyncio.wait_for(client.next(), QUIET)
 
 
+async def expect_ack_then_echo(client: Client, msg_id: object = None) -> Frame:
+    await client.expect_ack(msg_id)
+    echo = await client.next()
+    assert echo["type"] == "message" and echo["side"] == client.side, echo
+    return echo
+
+
 async def test_peer_gets_a_message_before_the_disk_confirms_it(disk, bound) -> None:
     a, b = await bound("a"), await bound("b")
     assert await a.open("m") == [] and await b.open("m") == []
     disk.clear()
     try:
         await a.send("add", phase="pake", body="aa", id="x")
-        await a.expect_ack("x")
         message = await b.next()
         assert (message["type"], message["side"], message["body"]) == ("message", "a", "aa")
-        await nothing_arrives(a)  # the echo says "stored": not before the sync
+        # the echo says "stored": not before the sync, and the ack leaves with it
+        await nothing_arrives(a)
     finally:
         disk.set()
-    echo = await a.next()
+    echo = await expect_ack_then_echo(a, "x")
     assert strip(echo) == strip(message)
 
 
@@ -65,43 +73,42 @@ async def test_durable_peer_delivery_waits_for_the_disk(disk, make_server, bound
         disk.clear()
         try:
             await a.send("add", phase="pake", body="aa")
-            await a.expect_ack()
             await nothing_arrives(b)
+            await nothing_arrives(a)
         finally:
             disk.set()
-        assert strip(await b.next()) == strip(await a.next())
+        assert strip(await b.next()) == strip(await expect_ack_then_echo(a))
 
 
 async def test_replay_with_own_messages_waits_and_keeps_mailbox_order(disk, bound) -> None:
     a, b = await bound("a"), await bound("b")
     assert await a.open("m") == [] and await b.open("m") == []
+    again = await bound("a")  # side a again, on a new connection (a reconnect)
     disk.clear()
     try:
         await a.send("add", phase="pake", body="aa")
-        await a.expect_ack()
         assert (await b.next())["body"] == "aa"  # the peer has it at once
-        # side a again, on a new connection (a reconnect): its replay holds its own,
-        # still unconfirmed, message, so it waits for the disk
-        again = await bound("a")
+        # the reconnected side's replay holds its own, still unconfirmed, message, so
+        # it waits for the disk (the ack of `open` does not)
         await again.send("open", mailbox="m")
         await again.expect_ack()
         await b.send("add", phase="pake", body="bb")
-        await b.expect_ack()
-        assert (await a.next())["body"] == "bb"  # a live reader with nothing held
+        assert (await a.next())["body"] == "bb"  # a's own ack and echo are still held
         await nothing_arrives(again)  # "bb" must not overtake the held replay
     finally:
         disk.set()
     bodies = [(await again.next())["body"] for _ in range(2)]
     assert bodies == ["aa", "bb"]
+    assert (await expect_ack_then_echo(a))["body"] == "aa"
 
 
 async def test_replay_of_other_sides_only_is_sent_at_once(disk, bound) -> None:
     a = await bound("a")
     assert await a.open("m") == []
     await a.add("pake", "aa")
+    b = await bound("b")
     disk.clear()
     try:
-        b = await bound("b")
         await b.send("open", mailbox="m")
         await b.expect_ack()
         replayed = await b.next()
@@ -118,10 +125,43 @@ async def test_a_second_connection_of_the_sending_side_waits_like_the_echo(disk,
     disk.clear()
     try:
         await a.send("add", phase="pake", body="aa")
-        await a.expect_ack()
         assert (await b.next())["body"] == "aa"
         await nothing_arrives(stale)
     finally:
         disk.set()
     assert (await stale.next())["body"] == "aa"
-    assert (await a.next())["body"] == "aa"
+    assert (await expect_ack_then_echo(a))["body"] == "aa"
+
+
+async def test_ack_leaves_with_the_reply_after_the_sync(disk, bound) -> None:
+    a = await bound("a")
+    disk.clear()
+    try:
+        await a.send("allocate", id="n")
+        await nothing_arrives(a)  # neither the ack nor `allocated` before the sync
+    finally:
+        disk.set()
+    await a.expect_ack("n")
+    assert (await a.next())["type"] == "allocated"
+
+
+async def test_commands_that_wait_for_nothing_are_acked_at_once(disk, bound) -> None:
+    a, b = await bound("a"), await bound("b")
+    assert await b.open("m") == []
+    disk.clear()
+    try:
+        # ping writes nothing: ack and pong at once
+        await a.send("ping", ping=5, id="p")
+        await a.expect_ack("p")
+        assert (await a.next())["type"] == "pong"
+        # a refused command writes nothing: ack and error at once
+        await a.send("add", phase="pake", body="zz", id="e")
+        await a.expect_ack("e")
+        assert (await a.next())["type"] == "error"
+        # open's ack comes at once (it writes, but it subscribes: see Connection)
+        await a.send("open", mailbox="m", id="o")
+        await a.expect_ack("o")
+        await b.send("add", phase="pake", body="bb")
+        assert (await a.next())["body"] == "bb"  # after the ack of open, never before
+    finally:
+        disk.set()

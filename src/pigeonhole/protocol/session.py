@@ -3,10 +3,10 @@
 `Session.receive(msg, now)` validates a decoded message, applies it to the shared
 `Rendezvous`, and returns a `Step`. Per the spec, a direct response (`allocated`,
 `claimed`, `released`, `closed`, `nameplates`) must not leave before its writes are
-committed: those go in `Step.after_commit`; the `ack`, `pong` and errors go in
-`Step.immediate`. `message`s (to subscribers on `add`, stored ones on `open`) go in
-`Step.deliveries` and `Step.replayed`: the server decides which of them wait for the
-commit (server/connection.py).
+committed: those go in `Step.after_commit`; the `ack`, `pong` and errors, which need
+no commit, go in `Step.immediate`. `message`s (to subscribers on `add`, stored ones on
+`open`) go in `Step.deliveries` and `Step.replayed`. The server decides which frames
+wait for the commit anyway (server/connection.py: acks travel with their replies).
 """
 
 from __future__ import annotations

@@ -93,9 +93,10 @@ class Connection:
         server.metrics.count_command(msg["type"])
         step = self.session.receive(msg, server.clock())
         barrier = server.committer.submit(step.effects)
+        held = barrier if self._ack_waits(msg["type"], step) else None
         refused = False
         for frame in step.immediate:
-            self.outbox.put(frame)
+            self.outbox.put(frame, held)
             if frame["type"] == "error":
                 refused = True
                 server.metrics.count_error(frame["error"])
@@ -112,6 +113,18 @@ class Connection:
             server.event("closing connection", self, code=code, reason=reason)
             self._close_request = step.close
             server.spawn(self.close(code, reason))
+
+    @staticmethod
+    def _ack_waits(mtype: str, step: Step) -> bool:
+        """Whether the ack waits for this step's commit and leaves with its reply.
+
+        The reference acks, commits and replies in one callback, so its ack and reply
+        leave in one write, after the commit: so do ours, one system call fewer per
+        command. Not for `open`: it subscribes, and a message the subscription brings
+        must not reach the client before the ack. Steps that write nothing (ping, list
+        of an unchanged state, refusals) are acked at once.
+        """
+        return bool(step.effects or step.after_commit) and mtype != "open"
 
     def _deliver(self, step: Step, barrier: Barrier) -> None:
         """Messages to their readers (outbox.py says why other sides need not wait).
