@@ -89,8 +89,8 @@ class Outbox:
         self._max_frames = max_frames
         self._max_buffered = max_buffered_bytes
         self._on_slow = on_slow
-        #: frames waiting for their commit, in order (made on first use: most idle
-        #: connections never hold a frame, and an empty deque costs 600 bytes)
+        #: frames waiting for their commit, in order (made when one must wait, dropped
+        #: when emptied: an empty deque costs 600 bytes on every idle connection)
         self._held: deque[tuple[Frame, Barrier, bool]] | None = None
         #: held frames that other sides' messages must not overtake (see `deliver`)
         self._pinned = 0
@@ -166,7 +166,13 @@ class Outbox:
                 self._send(frame)
         finally:
             self._sink.end()
-        if not held and self._emptied is not None and not self._emptied.done():
+        if held:
+            return
+        # emptied: give the deque back (acks wait too, so nearly every connection holds
+        # a frame once, and an idle one would keep 600 bytes for nothing)
+        if self._held is held:
+            self._held = None
+        if self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
 
     def _send(self, frame: Frame) -> None:
