@@ -121,8 +121,9 @@ class Connection:
         The reference acks, commits and replies in one callback, so its ack and reply
         leave in one write, after the commit: so do ours, one system call fewer per
         command. Not for `open`: it subscribes, and a message the subscription brings
-        must not reach the client before the ack. Steps that write nothing (ping, list
-        of an unchanged state, refusals) are acked at once.
+        must not reach the client before the ack. Steps with neither writes nor a reply
+        (ping, refusals) are acked at once; so is a `list` while nothing is outstanding
+        (its reply then has nothing to wait for either).
         """
         return bool(step.effects or step.after_commit) and mtype != "open"
 
@@ -136,8 +137,7 @@ class Connection:
         messages (confirmations, after a reconnect); then it waits, and later messages
         wait behind it.
         """
-        if barrier is None:  # this step wrote nothing: wait for what is outstanding
-            barrier = self.server.committer.submit([])
+        # `barrier` is None only when nothing at all is outstanding (submit said so)
         every_copy_waits = self.server.config.peer_delivery == "durable"
         side = self.session.side
         if step.replayed:
