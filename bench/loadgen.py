@@ -480,6 +480,9 @@ class SidePlan:
 class Stats:
     completed: list[tuple[float, float]] = field(default_factory=list)  # (end wall, seconds)
     delivery: list[tuple[float, float]] = field(default_factory=list)  # (wall, seconds)
+    #: (wall, seconds) from a side's connect until its welcome: where an exchange waits
+    #: before the server takes it on (a server's accept and handshake under load)
+    connecting: list[tuple[float, float]] = field(default_factory=list)
     failures: Counter[str] = field(default_factory=Counter)
     failed_at: list[float] = field(default_factory=list)
     started: int = 0
@@ -505,6 +508,7 @@ async def run_side(
     timed_phases: frozenset[str],
 ) -> None:
     perf = time.perf_counter
+    connect_started = perf()
     conn = await client.connect(url)
     try:
         dumps = orjson.dumps
@@ -537,6 +541,7 @@ async def run_side(
                 raise ExchangeError(f"unexpected {t} while waiting for {mtype}")
 
         await expect("welcome")
+        stats.connecting.append((time.time(), perf() - connect_started))
         await put(
             {"type": "bind", "appid": APPID, "side": me.side, "client_version": CLIENT_VERSION}
         )
@@ -728,6 +733,7 @@ async def mode_exchanges(args: argparse.Namespace) -> dict[str, Any]:
     await client.stop()
     in_window = [d for end, d in stats.completed if window_start <= end <= window_end]
     deliveries = [d for when, d in stats.delivery if window_start <= when <= window_end]
+    connecting = [d for when, d in stats.connecting if window_start <= when <= window_end]
     return {
         "client": client.name,
         "concurrency": args.concurrency,
@@ -743,6 +749,7 @@ async def mode_exchanges(args: argparse.Namespace) -> dict[str, Any]:
         "unfinished": stats.unfinished,
         "exchange_seconds": in_window,
         "delivery_seconds": deliveries,
+        "connect_seconds": connecting,
         "generator_cpu": cpu1 - cpu0,
     }
 

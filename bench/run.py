@@ -322,6 +322,8 @@ class LevelResult:
     exchange_p99: float | None = None
     delivery_p50: float | None = None
     delivery_p99: float | None = None
+    #: one side's connect until its welcome, p50: how long an exchange waits to be taken on
+    connect_p50: float | None = None
     server_cpu: float = 0.0
     cpu_per_exchange_ms: float | None = None
     server_cores: float = 0.0
@@ -393,6 +395,7 @@ def run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Lev
     r.warmup = max((w for w in warmups if w is not None), default=0.0)
     exch: list[float] = []
     deliv: list[float] = []
+    conn: list[float] = []
     failures: Counter[str] = Counter()
     gen_cpu = 0.0
     for o in outs:
@@ -403,11 +406,13 @@ def run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Lev
         failures.update(o["failures"])
         exch += o["exchange_seconds"]
         deliv += o["delivery_seconds"]
+        conn += o.get("connect_seconds", [])
         gen_cpu += o["generator_cpu"]
     r.failures = dict(failures)
     r.rate = r.completed / measure
     r.exchange_p50, r.exchange_p99 = pct(exch, 0.50), pct(exch, 0.99)
     r.delivery_p50, r.delivery_p99 = pct(deliv, 0.50), pct(deliv, 0.99)
+    r.connect_p50 = pct(conn, 0.50)
     r.server_cpu = cpu1 - cpu0
     r.server_cores = r.server_cpu / measure
     r.generator_cores = gen_cpu / measure
@@ -684,6 +689,8 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
         level_row(f"message add→peer p50, {c} in flight", "delivery_p50", c, fmt_ms)
         level_row(f"message add→peer p99, {c} in flight", "delivery_p99", c, fmt_ms)
     for c in levels:
+        level_row(f"connect until welcome p50, {c} in flight", "connect_p50", c, fmt_ms)
+    for c in levels:
         level_row(f"server CPU per exchange, {c} in flight", "cpu_per_exchange_ms", c, cpu)
     for c in levels:
         level_row(f"server cores busy, {c} in flight", "server_cores", c, cores)
@@ -930,7 +937,8 @@ def main() -> None:
                 log(
                     f"  {c:>5} in flight: {lr.rate:8.1f}/s  exchange p50 {fmt_ms(lr.exchange_p50)}"
                     f" p99 {fmt_ms(lr.exchange_p99)}  msg p50 {fmt_ms(lr.delivery_p50)}"
-                    f" p99 {fmt_ms(lr.delivery_p99)}  cpu/ex {lr.cpu_per_exchange_ms or 0:.2f} ms"
+                    f" p99 {fmt_ms(lr.delivery_p99)}  connect p50 {fmt_ms(lr.connect_p50)}"
+                    f"  cpu/ex {lr.cpu_per_exchange_ms or 0:.2f} ms"
                     f"  server {lr.server_cores:.2f} cores, gen {lr.generator_cores:.2f} cores,"
                     f" other {lr.other_cores:.2f} cores, warm-up {lr.warmup:.1f}s"
                     f" ({lr.procs} procs)  failed {lr.failed}/{lr.started}"

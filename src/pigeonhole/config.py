@@ -9,9 +9,9 @@ from typing import Literal
 from pigeonhole.protocol.limits import Limits
 
 LogFormat = Literal["text", "json"]
-#: where the write-ahead logs are fdatasynced: a worker thread (throughput) or the event
-#: loop's own thread (lowest reply latency, the loop waits for the disk)
-CommitSync = Literal["thread", "loop"]
+#: where the write-ahead logs are fdatasynced: a helper process (no GIL hand-off), a worker
+#: thread, or the event loop's own thread (the loop waits for the disk)
+CommitSync = Literal["process", "thread", "loop"]
 
 #: when another side's copy of a `message` leaves: at once, or once the `add` is durable
 #: like the sender's own echo (its confirmation), which always waits
@@ -64,7 +64,7 @@ class ServerConfig:
     max_buffered_bytes: int = 16 * 1024 * 1024
     #: seconds a client may stay behind (over 64 KiB unread) before it is dropped
     send_timeout: float = 30.0
-    commit_sync: CommitSync = "thread"
+    commit_sync: CommitSync = "process"
     peer_delivery: PeerDelivery = "immediate"
     #: seconds a new connection has to send its whole request head before it is dropped
     handshake_timeout: float = 10.0

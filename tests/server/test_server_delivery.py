@@ -11,31 +11,61 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from server_support import Client, Frame, strip
 
 from pigeonhole.store.sqlite import SqliteStore
+from pigeonhole.store.sync_process import ProcessSync
 
 #: how long a frame that must not arrive yet is waited for
 QUIET = 0.3
 
 
+class HeldDisk:
+    """Holds every sync while clear: `SqliteStore.sync` (run by the `thread` and `loop`
+    modes) waits, and requests to the sync helper process (`process`, the default) are
+    kept back until `set`."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.released.set()
+        self.queued: list[tuple[ProcessSync, Callable[[BaseException | None], None]]] = []
+
+    def clear(self) -> None:
+        self.released.clear()
+
+    def set(self) -> None:
+        self.released.set()
+        queued, self.queued = self.queued, []
+        for syncer, done in queued:
+            ORIGINAL_START(syncer, done)
+
+
+ORIGINAL_START = ProcessSync.start
+
+
 @pytest.fixture
-def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """The store's sync waits while the returned event is clear (set: a normal disk)."""
-    released = threading.Event()
-    released.set()
+def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldDisk]:
+    """The store's syncs wait while the returned disk is clear (set: a normal disk)."""
+    held = HeldDisk()
     original = SqliteStore.sync
 
     def held_sync(self: SqliteStore) -> None:
-        released.wait(10)
+        held.released.wait(10)
         original(self)
 
+    def held_start(self: ProcessSync, done: Callable[[BaseException | None], None]) -> None:
+        if held.released.is_set():
+            ORIGINAL_START(self, done)
+        else:
+            held.queued.append((self, done))
+
     monkeypatch.setattr(SqliteStore, "sync", held_sync)
-    yield released
-    released.set()  # never leave a server's drain waiting
+    monkeypatch.setattr(ProcessSync, "start", held_start)
+    yield held
+    held.set()  # never leave a server's drain waiting
 
 
 async def nothing_arrives(client: Client) -> None:

@@ -35,7 +35,7 @@ class ServeProcess:
         data_dir: Path,
         port: int,
         log: Path,
-        commit_sync: str = "thread",
+        commit_sync: str = "process",
         peer_delivery: str = "immediate",
     ) -> None:
         self.data_dir, self.port, self.log = data_dir, port, log
@@ -79,7 +79,10 @@ class ServeProcess:
             self.proc.wait()
 
 
-@pytest.fixture(params=[("thread", "immediate"), ("loop", "durable")], ids=lambda p: "-".join(p))
+@pytest.fixture(
+    params=[("process", "immediate"), ("thread", "immediate"), ("loop", "durable")],
+    ids=lambda p: "-".join(p),
+)
 def serve_process(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServeProcess]:
     """A (not yet started) server process, for each place the logs can be synced from (and
     each peer-delivery mode); killed at teardown if still running."""
@@ -172,3 +175,53 @@ async def test_sigterm_closes_with_1001_and_exits_zero(serve_process):
     assert await again.claim("5") == mailbox
     assert [strip(m) for m in await again.open(mailbox)] == [strip(echo)]
     await again.disconnect()
+
+
+def sync_helpers_of(pid: int) -> list[int]:
+    """PIDs of the sync helper processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if ppid == pid and b"sync_helper.py" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def test_a_killed_server_leaves_no_sync_helper_behind(tmp_path: Path) -> None:
+    """The helper ends when the server's end of its pipe closes, even on SIGKILL."""
+    process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log")
+    try:
+        await process.start()
+        assert process.proc is not None
+        helpers = sync_helpers_of(process.proc.pid)
+        assert len(helpers) == 1
+        clients: list[Client] = []
+        a = await bound_client(process.url, "a", clients)
+        await a.claim("7")  # a confirmed claim: the helper has synced
+        process.signal(signal.SIGKILL)
+        assert await process.wait() == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while not gone(helpers[0]):
+            assert time.monotonic() < deadline, "the sync helper outlived its server"
+            await asyncio.sleep(0.05)
+        for client in clients:
+            await client.disconnect()
+    finally:
+        process.kill_if_running()

@@ -7,11 +7,12 @@ import gc
 import logging
 import signal
 from pathlib import Path
+from typing import cast
 
 import click
 
 from pigeonhole.cli.logs import setup_logging
-from pigeonhole.config import DEFAULT_TRUSTED_PROXIES, ServerConfig
+from pigeonhole.config import DEFAULT_TRUSTED_PROXIES, CommitSync, ServerConfig
 from pigeonhole.protocol.limits import Limits
 from pigeonhole.server.app import MailboxServer
 
@@ -180,11 +181,11 @@ log = logging.getLogger("pigeonhole.serve")
 )
 @click.option(
     "--commit-sync",
-    type=click.Choice(["thread", "loop"]),
-    default="thread",
+    type=click.Choice(["process", "thread", "loop"]),
+    default="process",
     show_default=True,
-    help="fdatasync in a worker thread (most throughput) or on the event loop (lowest "
-    "reply latency; see bench/README.md). Durable either way.",
+    help="fdatasync in a helper process (no GIL hand-off), a worker thread, or on the "
+    "event loop (the loop waits for the disk); see bench/README.md. Durable either way.",
 )
 @click.option(
     "--peer-delivery",
@@ -321,7 +322,7 @@ def serve(
         max_queued_frames=max_queued_frames,
         max_buffered_bytes=max_buffered_bytes,
         send_timeout=send_timeout,
-        commit_sync="loop" if commit_sync == "loop" else "thread",
+        commit_sync=cast(CommitSync, commit_sync),
         peer_delivery="durable" if peer_delivery == "durable" else "immediate",
         tls_cert=tls_cert,
         tls_key=tls_key,

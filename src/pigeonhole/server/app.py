@@ -38,6 +38,7 @@ from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter
 from pigeonhole.store.sqlite import SqliteStore
+from pigeonhole.store.sync_process import ProcessSync
 
 log = logging.getLogger("pigeonhole.server")
 
@@ -73,14 +74,19 @@ class MailboxServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.rendezvous = Rendezvous(SECURE_RANDOMNESS, config.blur_usage)
         self.store = SqliteStore(config.channel_db, config.usage_db)
-        # the store is used on the loop's thread; this one thread only runs fdatasync
+        # the store is used on the loop's thread; fdatasync runs in a helper process
+        # (default), in this one thread, or on the loop (store/group_commit.py)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
+        self.syncer = (
+            ProcessSync(self.store.wal_paths()) if config.commit_sync == "process" else None
+        )
         self.committer = GroupCommitter(
             self.store.write,
             self.store.sync,
             self._storage_failed,
-            None if config.commit_sync == "loop" else self._executor,
+            self._executor if config.commit_sync == "thread" else None,
             self.metrics.observe_commit,
+            syncer=self.syncer,
         )
         self.connections: set[Connection] = set()
         self._trusted = parse_networks(config.trusted_proxies)
@@ -224,11 +230,14 @@ class MailboxServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # the fdatasync worker needs the GIL back the moment its sync returns, and a busy
-        # loop thread would hold it for up to the default 5 ms: every reply waits on that
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+        if self.config.commit_sync == "thread":
+            # the fdatasync worker needs the GIL back the moment its sync returns, and a
+            # busy loop thread would hold it for up to the default 5 ms: every reply waits
+            sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._started_at = self.clock()
         self.store.open()
+        if self.syncer is not None:
+            self.syncer.open()
         self.store.load(self.rendezvous, self._started_at)
         nameplates, mailboxes = self.rendezvous.counts()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
@@ -286,6 +295,8 @@ class MailboxServer:
         if self._runner is not None:
             await self._runner.cleanup()
         await self.committer.drain()
+        if self.syncer is not None:
+            self.syncer.close()
         self.store.close()
         self._executor.shutdown(wait=True)
         log.info("pigeonhole stopped")

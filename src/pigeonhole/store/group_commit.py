@@ -14,14 +14,18 @@ fewer transactions, the fewer log bytes and system calls per step; a step waits 
 running sync either way.
 
 Why split write and sync: writing on the loop thread avoids handing the GIL to a database
-thread for every statement, and syncing in a thread keeps a slow disk from stalling the
+thread for every statement, and syncing elsewhere keeps a slow disk from stalling the
 loop. Batches resolve in order, so a step's commit resolving means every earlier step is
 durable too.
 
-With no executor the sync runs on the loop's thread right after the write (`serve
---commit-sync loop`): the loop waits for the disk, and transactions are per loop
-iteration, so throughput drops, but replies leave right after the sync, with no wait for
-the worker to get the GIL back and for its callback to come round on a busy loop.
+Where the sync runs (`serve --commit-sync`):
+- `process` (the default): a `Syncer`, the helper process of store/sync_process.py; the
+  loop asks through a pipe and hears back as from any socket, with no GIL hand-off;
+- `thread`: a worker thread (`executor`), whose completion needs the GIL back from the
+  busy loop and comes round by `call_soon_threadsafe`;
+- `loop`: no executor, the sync runs on the loop's thread right after the write: the loop
+  waits for the disk, and transactions are per loop iteration, so throughput drops, but
+  replies leave right after the sync.
 
 Latency is counted in loop iterations: a `Commit` calls its callbacks synchronously when
 the sync's completion reaches the loop, so replies leave in that same iteration (an
@@ -35,7 +39,7 @@ import logging
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from pigeonhole.protocol.effects import Effect
 
@@ -95,6 +99,12 @@ class Commit:
             raise self._error
 
 
+class Syncer(Protocol):
+    """Syncs elsewhere; `done(error)` is called on the loop's thread once it is over."""
+
+    def start(self, done: Callable[[BaseException | None], None]) -> None: ...
+
+
 class GroupCommitter:
     def __init__(
         self,
@@ -103,9 +113,13 @@ class GroupCommitter:
         on_failure: Callable[[BaseException], None],
         executor: ThreadPoolExecutor | None,
         observe: Callable[[float], None] | None = None,
+        *,
+        syncer: Syncer | None = None,
     ) -> None:
         self._write = write
         self._sync = sync
+        #: when given, syncs go to it (and `sync` and `executor` are not used)
+        self._syncer = syncer
         self._on_failure = on_failure
         self._executor = executor
         self._observe = observe
@@ -160,6 +174,9 @@ class GroupCommitter:
         self.batches += 1
         self.effects += len(batch)
         self._syncing = commit
+        if self._syncer is not None:  # the helper process; its answer comes on the loop
+            self._syncer.start(self._synced)
+            return
         if self._executor is None:  # sync on the loop's thread: no hand-off, loop blocked
             error: BaseException | None = None
             try:
