@@ -9,8 +9,8 @@ from typing import Literal
 from pigeonhole.protocol.limits import Limits
 
 LogFormat = Literal["text", "json"]
-#: where the write-ahead logs are fdatasynced: a helper process (no GIL hand-off), a worker
-#: thread, or the event loop's own thread (the loop waits for the disk)
+#: who writes and fdatasyncs each batch: a helper process, or the event loop writes and a
+#: worker thread syncs, or the loop does both (it waits for the disk)
 CommitSync = Literal["process", "thread", "loop"]
 
 #: when another side's copy of a `message` leaves: at once, or once the `add` is durable

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from server_support import Client, Frame, strip
 
+from pigeonhole.protocol.effects import Effect
+from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.sqlite import SqliteStore
-from pigeonhole.store.sync_process import ProcessSync
 
 #: how long a frame that must not arrive yet is waited for
 QUIET = 0.3
@@ -25,13 +26,13 @@ QUIET = 0.3
 
 class HeldDisk:
     """Holds every sync while clear: `SqliteStore.sync` (run by the `thread` and `loop`
-    modes) waits, and requests to the sync helper process (`process`, the default) are
+    modes) waits, and batches for the store helper process (`process`, the default) are
     kept back until `set`."""
 
     def __init__(self) -> None:
         self.released = threading.Event()
         self.released.set()
-        self.queued: list[tuple[ProcessSync, Callable[[BaseException | None], None]]] = []
+        self.queued: list[tuple[StoreHelper, list[Effect], Done]] = []
 
     def clear(self) -> None:
         self.released.clear()
@@ -39,11 +40,12 @@ class HeldDisk:
     def set(self) -> None:
         self.released.set()
         queued, self.queued = self.queued, []
-        for syncer, done in queued:
-            ORIGINAL_START(syncer, done)
+        for helper, effects, done in queued:
+            ORIGINAL_START(helper, effects, done)
 
 
-ORIGINAL_START = ProcessSync.start
+Done = Callable[[BaseException | None], None]
+ORIGINAL_START = StoreHelper.start
 
 
 @pytest.fixture
@@ -56,14 +58,14 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldDisk]:
         held.released.wait(10)
         original(self)
 
-    def held_start(self: ProcessSync, done: Callable[[BaseException | None], None]) -> None:
+    def held_start(self: StoreHelper, effects: list[Effect], done: Done) -> None:
         if held.released.is_set():
-            ORIGINAL_START(self, done)
+            ORIGINAL_START(self, effects, done)
         else:
-            held.queued.append((self, done))
+            held.queued.append((self, effects, done))
 
     monkeypatch.setattr(SqliteStore, "sync", held_sync)
-    monkeypatch.setattr(ProcessSync, "start", held_start)
+    monkeypatch.setattr(StoreHelper, "start", held_start)
     yield held
     held.set()  # never leave a server's drain waiting
 

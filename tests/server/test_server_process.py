@@ -177,8 +177,8 @@ async def test_sigterm_closes_with_1001_and_exits_zero(serve_process):
     await again.disconnect()
 
 
-def sync_helpers_of(pid: int) -> list[int]:
-    """PIDs of the sync helper processes whose parent is `pid`."""
+def store_helpers_of(pid: int) -> list[int]:
+    """PIDs of the store helper processes whose parent is `pid`."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -190,7 +190,7 @@ def sync_helpers_of(pid: int) -> list[int]:
                 cmdline = f.read()
         except (FileNotFoundError, ProcessLookupError, IndexError):
             continue
-        if ppid == pid and b"sync_helper.py" in cmdline:
+        if ppid == pid and b"pigeonhole.store.helper_main" in cmdline:
             found.append(int(entry))
     return found
 
@@ -204,22 +204,22 @@ def gone(pid: int) -> bool:
         return True
 
 
-async def test_a_killed_server_leaves_no_sync_helper_behind(tmp_path: Path) -> None:
+async def test_a_killed_server_leaves_no_store_helper_behind(tmp_path: Path) -> None:
     """The helper ends when the server's end of its pipe closes, even on SIGKILL."""
     process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log")
     try:
         await process.start()
         assert process.proc is not None
-        helpers = sync_helpers_of(process.proc.pid)
+        helpers = store_helpers_of(process.proc.pid)
         assert len(helpers) == 1
         clients: list[Client] = []
         a = await bound_client(process.url, "a", clients)
-        await a.claim("7")  # a confirmed claim: the helper has synced
+        await a.claim("7")  # a confirmed claim: the helper has written and synced
         process.signal(signal.SIGKILL)
         assert await process.wait() == -signal.SIGKILL
         deadline = time.monotonic() + 10
         while not gone(helpers[0]):
-            assert time.monotonic() < deadline, "the sync helper outlived its server"
+            assert time.monotonic() < deadline, "the store helper outlived its server"
             await asyncio.sleep(0.05)
         for client in clients:
             await client.disconnect()

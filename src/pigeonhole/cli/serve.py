@@ -184,8 +184,9 @@ log = logging.getLogger("pigeonhole.serve")
     type=click.Choice(["process", "thread", "loop"]),
     default="process",
     show_default=True,
-    help="fdatasync in a helper process (no GIL hand-off), a worker thread, or on the "
-    "event loop (the loop waits for the disk); see bench/README.md. Durable either way.",
+    help="Who writes and fdatasyncs each batch: a helper process (default), or the event "
+    "loop writes and a worker thread syncs, or the loop does both (it waits for the disk); "
+    "see bench/README.md. Durable every way.",
 )
 @click.option(
     "--peer-delivery",

@@ -37,8 +37,8 @@ from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter
+from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.sqlite import SqliteStore
-from pigeonhole.store.sync_process import ProcessSync
 
 log = logging.getLogger("pigeonhole.server")
 
@@ -74,11 +74,14 @@ class MailboxServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.rendezvous = Rendezvous(SECURE_RANDOMNESS, config.blur_usage)
         self.store = SqliteStore(config.channel_db, config.usage_db)
-        # the store is used on the loop's thread; fdatasync runs in a helper process
-        # (default), in this one thread, or on the loop (store/group_commit.py)
+        # batches are written and synced by a helper process (default), or written on the
+        # loop's thread and synced by this one thread or on the loop (store/group_commit.py);
+        # the loop's own connection loads the state and serves reads
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
         self.syncer = (
-            ProcessSync(self.store.wal_paths()) if config.commit_sync == "process" else None
+            StoreHelper(config.channel_db, config.usage_db)
+            if config.commit_sync == "process"
+            else None
         )
         self.committer = GroupCommitter(
             self.store.write,

@@ -1,10 +1,11 @@
 """Group commit: many protocol steps share one transaction and one fsync.
 
 Each `submit` joins the current batch and gets that batch's `Commit`. A batch is written as
-one SQLite transaction on the loop's own thread, cheap because SQLite does not sync here
-(`synchronous=NORMAL`). Durability comes from the second half: a worker thread fdatasyncs
-the write-ahead logs, and only then does the batch resolve. One sync runs at a time; what
-is submitted meanwhile gathers into the next batch, written the moment that sync ends, so
+one SQLite transaction, cheap because SQLite does not sync then (`synchronous=NORMAL`).
+Durability comes from the second half: the write-ahead logs are fdatasynced, and only
+then does the batch resolve (where each half runs: below). One batch is in the works at
+a time; what is submitted meanwhile gathers into the next batch, written the moment the
+running one is durable, so
 under load one transaction and one fsync confirm hundreds of steps, and an idle server
 writes and syncs at once (in the next loop iteration).
 
@@ -18,11 +19,12 @@ thread for every statement, and syncing elsewhere keeps a slow disk from stallin
 loop. Batches resolve in order, so a step's commit resolving means every earlier step is
 durable too.
 
-Where the sync runs (`serve --commit-sync`):
-- `process` (the default): a `Syncer`, the helper process of store/sync_process.py; the
-  loop asks through a pipe and hears back as from any socket, with no GIL hand-off;
-- `thread`: a worker thread (`executor`), whose completion needs the GIL back from the
-  busy loop and comes round by `call_soon_threadsafe`;
+Where the write and the sync run (`serve --commit-sync`):
+- `process` (the default): a `Syncer`, the helper process of store/helper.py, does both;
+  the loop sends it the batch through a pipe and hears back as from any socket: no SQLite
+  work on the loop, no GIL hand-off;
+- `thread`: written on the loop, synced by a worker thread (`executor`), whose completion
+  needs the GIL back from the busy loop and comes round by `call_soon_threadsafe`;
 - `loop`: no executor, the sync runs on the loop's thread right after the write: the loop
   waits for the disk, and transactions are per loop iteration, so throughput drops, but
   replies leave right after the sync.
@@ -100,9 +102,10 @@ class Commit:
 
 
 class Syncer(Protocol):
-    """Syncs elsewhere; `done(error)` is called on the loop's thread once it is over."""
+    """Writes and syncs a batch elsewhere; `done(error)` comes on the loop's thread."""
 
-    def start(self, done: Callable[[BaseException | None], None]) -> None: ...
+    def start(self, effects: list[Effect], done: Callable[[BaseException | None], None]) -> None:
+        """Make `effects` one durable transaction, after every batch started before."""
 
 
 class GroupCommitter:
@@ -118,7 +121,8 @@ class GroupCommitter:
     ) -> None:
         self._write = write
         self._sync = sync
-        #: when given, syncs go to it (and `sync` and `executor` are not used)
+        #: when given, batches are written and synced by it (`write`, `sync` and
+        #: `executor` are not used)
         self._syncer = syncer
         self._on_failure = on_failure
         self._executor = executor
@@ -164,6 +168,12 @@ class GroupCommitter:
         if commit is None:
             return
         self._last = commit
+        if self._syncer is not None:  # the helper process writes and syncs; its answer
+            self.batches += 1  # comes on the loop
+            self.effects += len(batch)
+            self._syncing = commit
+            self._syncer.start(batch, self._synced)
+            return
         try:
             self._write(batch)
         except Exception as err:
@@ -174,9 +184,6 @@ class GroupCommitter:
         self.batches += 1
         self.effects += len(batch)
         self._syncing = commit
-        if self._syncer is not None:  # the helper process; its answer comes on the loop
-            self._syncer.start(self._synced)
-            return
         if self._executor is None:  # sync on the loop's thread: no hand-off, loop blocked
             error: BaseException | None = None
             try:

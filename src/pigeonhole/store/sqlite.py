@@ -6,8 +6,11 @@ killed process; `sync` then fdatasyncs both logs, after which everything written
 is durable against power loss too, exactly what `synchronous=FULL` gives per commit, but
 one sync serves many transactions (store/group_commit.py). Readers (`export-usage`,
 operators' tools) never block the writer. The usage database is ATTACHed to the same
-connection so one transaction covers both (atomic per file in WAL mode). `write` and the
-reads run on the event loop's thread; `sync` only touches file descriptors, from a worker.
+connection so one transaction covers both (atomic per file in WAL mode). By default the
+server's store helper process (store/helper.py) has its own connection and does `write`
+and `sync`; the event loop's connection loads the state and serves reads. With
+`--commit-sync thread` or `loop`, `write` runs on the loop's thread and `sync`, which only
+touches file descriptors, in a worker thread or on the loop.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ class SqliteStore:
             self._wal_fds.clear()
 
     def wal_paths(self) -> list[Path]:
-        """The two write-ahead logs: what `sync` (or a sync helper process) fdatasyncs."""
+        """The two write-ahead logs: what `sync` fdatasyncs."""
         return [Path(f"{path}-wal") for path in (self._channel_path, self._usage_path)]
 
     def sync(self) -> None:
@@ -258,3 +261,6 @@ _WRITERS: dict[type, Writer] = {
     fx.UsageClientVersion: _usage_client_version,
     fx.UsageConnectionCount: _usage_connection_count,
 }
+
+#: every effect type `write` knows (what the store helper process may be sent)
+WRITABLE_EFFECTS: tuple[type, ...] = tuple(_WRITERS)

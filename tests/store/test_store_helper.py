@@ -1,0 +1,167 @@
+"""The store helper process: a real helper writing real SQLite files, answering on a pipe."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pigeonhole.protocol import effects as fx
+from pigeonhole.store.group_commit import GroupCommitter
+from pigeonhole.store.helper import StoreHelper, StoreHelperError
+from pigeonhole.store.helper_main import HEADER, decode_effects, encode_effects
+from pigeonhole.store.sqlite import WRITABLE_EFFECTS, SqliteStore
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> tuple[Path, Path]:
+    """Both databases, created as the server creates them before it starts the helper."""
+    channel, usage = tmp_path / "channel.sqlite", tmp_path / "usage.sqlite"
+    store = SqliteStore(channel, usage)
+    store.open()
+    store.close()
+    return channel, usage
+
+
+@pytest.fixture
+async def helper(paths: tuple[Path, Path]) -> StoreHelper:
+    helper = StoreHelper(*paths)
+    helper.open()
+    yield helper  # type: ignore[misc]
+    helper.close()
+
+
+async def durable(helper: StoreHelper, effects: list[fx.Effect]) -> BaseException | None:
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    helper.start(effects, lambda error: done.set_result(error))
+    return await asyncio.wait_for(done, 15)
+
+
+def nameplates(channel: Path) -> list[str]:
+    with sqlite3.connect(channel) as reader:
+        return [row[0] for row in reader.execute("SELECT name FROM nameplates ORDER BY name")]
+
+
+def gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_every_effect_type_survives_the_pipe() -> None:
+    samples: list[fx.Effect] = [
+        fx.PutNameplate("app", "1", "m1"),
+        fx.DeleteNameplate("app", "1"),
+        fx.PutNameplateSide("app", "1", "side", True, 1.5),
+        fx.PutMessage("app", "m1", "side", "pake", "00ff", 1700000000.123456, {"n": [1, "x"]}),
+    ]
+    encoded = encode_effects(samples)
+    (size,) = HEADER.unpack(encoded[: HEADER.size])
+    assert size == len(encoded) - HEADER.size
+    assert decode_effects(encoded[HEADER.size :]) == samples
+    assert {type(e) for e in samples} <= set(WRITABLE_EFFECTS)
+
+
+async def test_each_batch_is_written_and_answered_in_order(
+    helper: StoreHelper, paths: tuple[Path, Path]
+) -> None:
+    answers: list[tuple[int, BaseException | None]] = []
+    finished = asyncio.Event()
+    for i in range(5):
+        helper.start(
+            [fx.PutNameplate("app", str(i), f"m{i}")], lambda e, i=i: answers.append((i, e))
+        )
+    helper.start([], lambda error: finished.set())  # nothing to write: a sync alone
+    await asyncio.wait_for(finished.wait(), 15)
+    assert answers == [(i, None) for i in range(5)]
+    assert nameplates(paths[0]) == ["0", "1", "2", "3", "4"]
+    assert helper.started == 1
+
+
+async def test_a_failed_transaction_is_rolled_back_whole_and_reported(
+    helper: StoreHelper, paths: tuple[Path, Path]
+) -> None:
+    # the message violates NOT NULL (no body): the nameplate before it must not stay either
+    bad = fx.PutMessage("app", "m9", "side", "pake", None, 1.0, "id")  # type: ignore[arg-type]
+    error = await durable(helper, [fx.PutNameplate("app", "9", "m9"), bad])
+    assert isinstance(error, StoreHelperError)
+    assert nameplates(paths[0]) == []
+    # the helper goes on
+    assert await durable(helper, [fx.PutNameplate("app", "10", "m10")]) is None
+    assert nameplates(paths[0]) == ["10"]
+
+
+async def test_a_killed_helper_fails_what_it_owed_and_the_next_batch_starts_another(
+    helper: StoreHelper, paths: tuple[Path, Path]
+) -> None:
+    first = helper.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)  # our own child
+    # the request either finds the pipe broken or waits for an answer that never comes
+    error = await durable(helper, [fx.PutNameplate("app", "lost", "m")])
+    assert isinstance(error, StoreHelperError)
+    assert await durable(helper, [fx.PutNameplate("app", "kept", "m")]) is None
+    assert helper.started == 2
+    assert helper.pid not in (None, first)
+    assert "kept" in nameplates(paths[0])
+
+
+async def test_a_batch_bigger_than_the_pipe_buffer_arrives_whole(
+    helper: StoreHelper, paths: tuple[Path, Path]
+) -> None:
+    batch: list[fx.Effect] = [fx.PutNameplate("app", f"{i:05}", "m" * 40) for i in range(3000)]
+    assert len(encode_effects(batch)) > 64 * 1024
+    assert await durable(helper, batch) is None
+    assert len(nameplates(paths[0])) == 3000
+
+
+async def test_close_stops_the_helper(paths: tuple[Path, Path]) -> None:
+    helper = StoreHelper(*paths)
+    helper.open()
+    pid = helper.pid
+    assert pid is not None and not gone(pid)
+    assert await durable(helper, []) is None
+    helper.close()
+    assert helper.pid is None
+    assert gone(pid)
+
+
+async def test_group_commit_resolves_once_the_helper_made_the_batch_durable(
+    helper: StoreHelper, paths: tuple[Path, Path]
+) -> None:
+    failures: list[BaseException] = []
+
+    def no_local_io(*_: object) -> None:
+        raise AssertionError("with a helper the loop neither writes nor syncs")
+
+    committer = GroupCommitter(no_local_io, no_local_io, failures.append, None, syncer=helper)
+    first = committer.submit([fx.PutNameplate("app", "3", "m3")])
+    second = committer.submit([fx.PutNameplate("app", "4", "m4")])
+    assert first is second and first is not None and not first.done()
+    await asyncio.wait_for(first, 15)
+    assert nameplates(paths[0]) == ["3", "4"]
+    third = committer.submit([fx.PutNameplate("app", "5", "m5")])
+    assert third is not None and third is not first
+    await asyncio.wait_for(third, 15)
+    assert committer.batches == 2 and failures == []
+    assert nameplates(paths[0]) == ["3", "4", "5"]
+
+
+async def test_group_commit_fails_the_batch_the_helper_could_not_write(
+    helper: StoreHelper,
+) -> None:
+    failures: list[BaseException] = []
+    committer = GroupCommitter(lambda _: None, lambda: None, failures.append, None, syncer=helper)
+    bad = fx.PutMessage("app", "m", "side", "pake", None, 1.0, "id")  # type: ignore[arg-type]
+    commit = committer.submit([bad])
+    assert commit is not None
+    with pytest.raises(StoreHelperError):
+        await asyncio.wait_for(commit, 15)
+    assert len(failures) == 1
