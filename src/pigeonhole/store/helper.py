@@ -8,7 +8,7 @@ loop thread instead (as `--commit-sync thread` and `loop` do) costs the loop the
 work of every batch, in one piece that no socket is read during. The helper
 (`helper_main.py`) has its own interpreter on the other core: the loop sends it the batch's
 effects (one request) and its answer is one more readable pipe among the sockets.
-Measured in `bench/README.md` ("The store helper").
+Measured in `bench/README.md` ("Night of 2026-11-24").
 
 The helper is started with the server and stopped with it. If it dies, the requests it
 owed fail (the server's storage-failure path takes over: it reloads what is durable) and
