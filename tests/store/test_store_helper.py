@@ -113,6 +113,21 @@ async def test_a_killed_helper_fails_what_it_owed_and_the_next_batch_starts_anot
     assert "kept" in nameplates(paths[0])
 
 
+async def test_the_helper_outlives_signals_meant_for_the_server_group(
+    helper: StoreHelper, paths: tuple[Path, Path]
+) -> None:
+    """Ctrl-C or a service manager's SIGTERM reaches the whole process group; the server
+    stops gracefully and still needs its helper for the last batches."""
+    assert await durable(helper, []) is None  # started and serving (handlers installed)
+    pid = helper.pid
+    assert pid is not None
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        os.kill(pid, sig)  # our own child
+    assert await durable(helper, [fx.PutNameplate("app", "after", "m")]) is None
+    assert helper.pid == pid and helper.started == 1
+    assert nameplates(paths[0]) == ["after"]
+
+
 async def test_a_batch_bigger_than_the_pipe_buffer_arrives_whole(
     helper: StoreHelper, paths: tuple[Path, Path]
 ) -> None:

@@ -9,12 +9,13 @@ fdatasync of both write-ahead logs (`SqliteStore.sync`): the durability of
 `synchronous=FULL`, as when the server writes and syncs itself. Each request is answered
 with one byte on stdout: `k` once it is durable, `e` if the transaction was rolled back or
 the sync failed (the reason goes to stderr, the server's log). End of input (the server
-closed the pipe, or died) ends the process.
+closed the pipe, or died) ends the process; SIGINT, SIGTERM and SIGHUP do not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import struct
 import sys
 from pathlib import Path
@@ -79,6 +80,11 @@ def serve(store: SqliteStore, requests: BinaryIO, answers: BinaryIO) -> None:
 
 
 def main(argv: list[str]) -> None:
+    # Ctrl-C in a terminal, or a service manager stopping the whole group, signals the
+    # helper too; it must outlive the server's graceful stop (the last batches are
+    # written then), and it ends anyway when the server's end of the pipe closes
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     channel, usage = argv
     store = SqliteStore(Path(channel), Path(usage))
     store.open()
