@@ -406,7 +406,7 @@ def run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Lev
         failures.update(o["failures"])
         exch += o["exchange_seconds"]
         deliv += o["delivery_seconds"]
-        conn += o.get("connect_seconds", [])
+        conn += o["connect_seconds"]
         gen_cpu += o["generator_cpu"]
     r.failures = dict(failures)
     r.rate = r.completed / measure

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from server_support import APPID, Client, http_get, open_client, strip
 
+from process_support import gone
+
 pytestmark = pytest.mark.asyncio
 
 #: the interpreter running the tests: the project's venv python
@@ -193,15 +195,6 @@ def store_helpers_of(pid: int) -> list[int]:
         if ppid == pid and b"pigeonhole.store.helper_main" in cmdline:
             found.append(int(entry))
     return found
-
-
-def gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie nobody has reaped yet."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 async def test_a_killed_server_leaves_no_store_helper_behind(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -15,6 +16,7 @@ from pigeonhole.store.group_commit import GroupCommitter
 from pigeonhole.store.helper import StoreHelper, StoreHelperError
 from pigeonhole.store.helper_main import HEADER, decode_effects, encode_effects
 from pigeonhole.store.sqlite import WRITABLE_EFFECTS, SqliteStore
+from process_support import gone
 
 
 @pytest.fixture
@@ -46,27 +48,29 @@ def nameplates(channel: Path) -> list[str]:
         return [row[0] for row in reader.execute("SELECT name FROM nameplates ORDER BY name")]
 
 
-def gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie nobody has reaped yet."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+#: a value of each field type the effects use; `object` is a message id (any JSON)
+SAMPLE_VALUES: dict[str, object] = {
+    "str": "x",
+    "float": 1700000000.123456,
+    "int": 3,
+    "bool": True,
+    "str | None": None,
+    "float | None": 2.5,
+    "int | None": None,
+    "object": {"n": [1, "x"]},
+}
 
 
 def test_every_effect_type_survives_the_pipe() -> None:
     samples: list[fx.Effect] = [
-        fx.PutNameplate("app", "1", "m1"),
-        fx.DeleteNameplate("app", "1"),
-        fx.PutNameplateSide("app", "1", "side", True, 1.5),
-        fx.PutMessage("app", "m1", "side", "pake", "00ff", 1700000000.123456, {"n": [1, "x"]}),
+        cls(*[SAMPLE_VALUES[str(f.type)] for f in dataclasses.fields(cls)])
+        for cls in WRITABLE_EFFECTS
     ]
     encoded = encode_effects(samples)
     (size,) = HEADER.unpack(encoded[: HEADER.size])
     assert size == len(encoded) - HEADER.size
     assert decode_effects(encoded[HEADER.size :]) == samples
-    assert {type(e) for e in samples} <= set(WRITABLE_EFFECTS)
+    assert [type(e) for e in decode_effects(encoded[HEADER.size :])] == list(WRITABLE_EFFECTS)
 
 
 async def test_each_batch_is_written_and_answered_in_order(

@@ -1,23 +1,23 @@
 """Group commit: many protocol steps share one transaction and one fsync.
 
-Each `submit` joins the current batch and gets that batch's `Commit`. A batch is written as
-one SQLite transaction, cheap because SQLite does not sync then (`synchronous=NORMAL`).
-Durability comes from the second half: the write-ahead logs are fdatasynced, and only
-then does the batch resolve (where each half runs: below). One batch is in the works at
-a time; what is submitted meanwhile gathers into the next batch, written the moment the
-running one is durable, so
-under load one transaction and one fsync confirm hundreds of steps, and an idle server
-writes and syncs at once (in the next loop iteration).
+Each `submit` joins the current batch and gets that batch's `Commit`. A batch is written
+as one SQLite transaction, cheap because SQLite does not sync then
+(`synchronous=NORMAL`). Durability comes from the second half: the write-ahead logs are
+fdatasynced, and only then does the batch resolve (where each half runs: below). One
+batch is in the works at a time; what is submitted meanwhile gathers into the next
+batch, written the moment the running one is durable, so under load one transaction and
+one fsync confirm hundreds of steps, and an idle server writes and syncs at once (in the
+next loop iteration).
 
 Why one transaction per sync, not per loop iteration: every transaction rewrites each
 B-tree page it touches into the log (4 KiB a page, some ten tables and indexes), so the
 fewer transactions, the fewer log bytes and system calls per step; a step waits for the
 running sync either way.
 
-Why split write and sync: writing on the loop thread avoids handing the GIL to a database
-thread for every statement, and syncing elsewhere keeps a slow disk from stalling the
-loop. Batches resolve in order, so a step's commit resolving means every earlier step is
-durable too.
+Why split write and sync (the `thread` mode, below): writing on the loop thread
+avoids handing the GIL to a database thread for every statement, and syncing in a thread
+keeps a slow disk from stalling the loop. Batches resolve in order, so a step's commit
+resolving means every earlier step is durable too.
 
 Where the write and the sync run (`serve --commit-sync`):
 - `process` (the default): a `Syncer`, the helper process of store/helper.py, does both;
@@ -168,22 +168,20 @@ class GroupCommitter:
         if commit is None:
             return
         self._last = commit
-        if self._syncer is not None:  # the helper process writes and syncs; its answer
-            self.batches += 1  # comes on the loop
-            self.effects += len(batch)
-            self._syncing = commit
-            self._syncer.start(batch, self._synced)
-            return
-        try:
-            self._write(batch)
-        except Exception as err:
-            log.error("commit failed: %s", err)
-            commit.resolve(err)
-            self._on_failure(err)
-            return
+        if self._syncer is None:  # else the helper process writes, then syncs
+            try:
+                self._write(batch)
+            except Exception as err:
+                log.error("commit failed: %s", err)
+                commit.resolve(err)
+                self._on_failure(err)
+                return
         self.batches += 1
         self.effects += len(batch)
         self._syncing = commit
+        if self._syncer is not None:  # its answer comes on the loop
+            self._syncer.start(batch, self._synced)
+            return
         if self._executor is None:  # sync on the loop's thread: no hand-off, loop blocked
             error: BaseException | None = None
             try:

@@ -1,14 +1,14 @@
 """Writes and fdatasyncs in a helper process, answered through a pipe the loop watches.
 
 Why a process: with a worker thread, the thread needs the GIL back the moment its
-fdatasync returns, while the busy loop thread holds it for up to the switch interval, and
-the completion reaches the loop only by `call_soon_threadsafe`: a GIL hand-off both ways
-per commit, and the loop stalls while the worker holds it. Writing the transaction on the
-loop thread instead (as `--commit-sync thread` and `loop` do) costs the loop the SQLite
-work of every batch, in one piece that no socket is read during. The helper
-(`helper_main.py`) has its own interpreter on the other core: the loop sends it the batch's
-effects (one request) and its answer is one more readable pipe among the sockets.
-Measured in `bench/README.md` ("Night of 2026-11-24").
+fdatasync returns, while the busy loop thread holds it for up to the switch interval,
+and the completion reaches the loop only by `call_soon_threadsafe`: a GIL hand-off both
+ways per commit, and the loop stalls while the worker holds it. Writing the transaction
+on the loop thread instead (as `--commit-sync thread` and `loop` do) costs the loop the
+SQLite work of every batch, in one piece that no socket is read during. The helper
+(`helper_main.py`) has its own interpreter, free to run on the other core: the loop
+sends it the batch's effects (one request) and its answer is one more readable pipe
+among the sockets. Measured in `bench/README.md` ("Night of 2026-11-24").
 
 The helper is started with the server and stopped with it. If it dies, the requests it
 owed fail (the server's storage-failure path takes over: it reloads what is durable) and

@@ -74,10 +74,6 @@ class SqliteStore:
                 os.close(fd)
             self._wal_fds.clear()
 
-    def wal_paths(self) -> list[Path]:
-        """The two write-ahead logs: what `sync` fdatasyncs."""
-        return [Path(f"{path}-wal") for path in (self._channel_path, self._usage_path)]
-
     def sync(self) -> None:
         """Make every transaction written so far durable: fdatasync both logs.
 
@@ -85,8 +81,8 @@ class SqliteStore:
         while the store's connection is open: SQLite only rewinds them after checkpoints.
         """
         with self._fd_lock:
-            for path in self.wal_paths():
-                wal = str(path)
+            for path in (self._channel_path, self._usage_path):
+                wal = f"{path}-wal"
                 fd = self._wal_fds.get(wal)
                 if fd is None:
                     try:
