@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.store.group_commit import GroupCommitter
+from pigeonhole.store.group_commit import RELEASE_PER_ITERATION, Commit, GroupCommitter
 from pigeonhole.store.sqlite import SqliteStore
 
 
@@ -128,6 +128,62 @@ async def test_a_failed_sync_fails_every_written_step(
         await gathered
     assert len(journal.failures) == 1
     assert journal.events.count("write 1") == 1 and not any("2" in e for e in journal.events)
+
+
+async def test_a_durable_commit_calls_its_waiters_back_a_few_per_iteration() -> None:
+    commit = Commit()
+    calls: list[int] = []
+    for i in range(10):
+        commit.add_done_callback(lambda _c, i=i: calls.append(i))
+    commit.resolve(per_iteration=4)
+    # done for everyone at once; the first four now, in order
+    assert commit.done() and commit.exception() is None
+    assert calls == [0, 1, 2, 3]
+    late: list[Commit] = []
+    commit.add_done_callback(late.append)  # added meanwhile: called at once
+    assert late == [commit]
+    await asyncio.sleep(0)  # one loop iteration: the next four (socket reads between)
+    assert calls == [0, 1, 2, 3, 4, 5, 6, 7]
+    await asyncio.sleep(0)
+    assert calls == list(range(10))
+    await commit  # awaiting it does not wait for the slices
+
+
+def test_without_a_slice_every_waiter_is_called_back_at_once() -> None:
+    commit = Commit()
+    calls: list[int] = []
+    for i in range(10):
+        commit.add_done_callback(lambda _c, i=i: calls.append(i))
+    commit.resolve(RuntimeError("EIO"))  # no loop needed: nothing is scheduled
+    assert calls == list(range(10)) and isinstance(commit.exception(), RuntimeError)
+
+
+async def test_the_committer_releases_a_batch_in_slices_and_a_failure_at_once(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    journal.release.clear()
+    step = committer.submit([_np("1")])
+    assert step is not None
+    calls: list[int] = []
+    waiters = 3 * RELEASE_PER_ITERATION + 1
+    for i in range(waiters):
+        step.add_done_callback(lambda _c, i=i: calls.append(i))
+    journal.release.set()
+    await step
+    assert RELEASE_PER_ITERATION <= len(calls) < waiters  # the rest come in later slices
+    for _ in range(4):
+        await asyncio.sleep(0)
+    assert calls == list(range(waiters))
+    # a failed batch fails every waiter in the same callback: the server recovers next
+    journal.fail_sync = True
+    failed = committer.submit([_np("2")])
+    assert failed is not None
+    errors: list[BaseException | None] = []
+    for _ in range(waiters):
+        failed.add_done_callback(lambda c: errors.append(c.exception()))
+    with pytest.raises(OSError, match="EIO"):
+        await failed
+    assert len(errors) == waiters and all(isinstance(e, OSError) for e in errors)
 
 
 def test_store_sync_before_and_after_writes(tmp_path: Path) -> None:

@@ -16,7 +16,10 @@ mailbox (a reply marked `pin`); it queues behind it instead.
 There is no task per connection: frames are written synchronously into the transport's
 buffer, and held frames are released by one callback on the barrier they wait for, so a
 group commit costs one callback per connection it answers, not a task switch per frame.
-The frames one release lets go leave in one write (`FrameSink.begin`/`end`).
+The frames one release lets go leave in one write (`FrameSink.begin`/`end`). A commit
+calls those callbacks a few per loop iteration (store/group_commit.py says why); a frame
+queued with a barrier that is done while this connection's callback is still to come
+waits behind what is held, so order is kept.
 The transport's buffer is the send queue: a client that stops reading shows as a growing
 buffer, and `behind()` lets the server drop it (too many bytes, or behind for too long)
 without anyone waiting on it.

@@ -31,7 +31,13 @@ Where the write and the sync run (`serve --commit-sync`):
 
 Latency is counted in loop iterations: a `Commit` calls its callbacks synchronously when
 the sync's completion reaches the loop, so replies leave in that same iteration (an
-asyncio future would schedule each callback for a later one).
+asyncio future would schedule each callback for a later one). But not all of them: a
+batch under load confirms the steps of some 50-100 connections, and releasing all their
+replies in one callback kept every socket unread meanwhile (p50 1.0, p99 3.7 ms), which
+is what a peer's message waited for. So a durable batch releases `RELEASE_PER_ITERATION`
+connections' replies per loop iteration, the socket reads that are ready in between (and
+the messages they forward) coming first: at 100 exchanges in flight the message p99 fell
+from 5.8-6.8 ms to 2.5-3.5 ms for 3-7% fewer exchanges/s (bench/README.md).
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ from typing import Any, Protocol
 from pigeonhole.protocol.effects import Effect
 
 log = logging.getLogger("pigeonhole.store")
+
+#: a durable batch's waiters released per loop iteration (see the module's docstring)
+RELEASE_PER_ITERATION = 4
 
 
 class Commit:
@@ -75,22 +84,37 @@ class Commit:
         else:
             self._callbacks.append(callback)
 
-    def resolve(self, error: BaseException | None = None) -> None:
+    def resolve(self, error: BaseException | None = None, per_iteration: int = 0) -> None:
+        """Done (or failed): call back every waiter now, or `per_iteration` at a time.
+
+        With `per_iteration`, the first ones are called now and the rest in later loop
+        iterations, in order; the commit is done for everyone from now on (a waiter added
+        meanwhile is called at once).
+        """
         if self._done:
             return
         self._done, self._error = True, error
         callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback(self)
-            except Exception:
-                log.exception("commit callback failed")
+        self._call_back(callbacks, 0, per_iteration)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             if error is None:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+
+    def _call_back(
+        self, callbacks: list[Callable[[Commit], object]], start: int, per_iteration: int
+    ) -> None:
+        end = len(callbacks)
+        if 0 < per_iteration < end - start:
+            end = start + per_iteration
+            asyncio.get_running_loop().call_soon(self._call_back, callbacks, end, per_iteration)
+        for i in range(start, end):
+            try:
+                callbacks[i](self)
+            except Exception:
+                log.exception("commit callback failed")
 
     def __await__(self) -> Generator[Any, None, None]:
         if not self._done:
@@ -118,8 +142,11 @@ class GroupCommitter:
         observe: Callable[[float], None] | None = None,
         *,
         syncer: Syncer | None = None,
+        release_per_iteration: int = RELEASE_PER_ITERATION,
     ) -> None:
         self._write = write
+        #: waiters of a durable batch called back per loop iteration (0: all at once)
+        self._release_per_iteration = release_per_iteration
         self._sync = sync
         #: when given, batches are written and synced by it (`write`, `sync` and
         #: `executor` are not used)
@@ -213,7 +240,7 @@ class GroupCommitter:
             self.commit_seconds_total += elapsed
             if self._observe is not None:
                 self._observe(elapsed)
-            commit.resolve()
+            commit.resolve(per_iteration=self._release_per_iteration)
         # what gathered during the sync is written now, after the replies just released
         if self._next is not None:
             self._flush()
