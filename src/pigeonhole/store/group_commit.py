@@ -60,7 +60,8 @@ RELEASE_PER_ITERATION = 4
 class Commit:
     """The durability of one batch: done once synced, or failed with the error.
 
-    Like a future, but callbacks run synchronously on resolution; awaitable.
+    Like a future, but callbacks run synchronously on resolution (or a few per loop
+    iteration, `resolve(per_iteration=...)`); awaitable.
     """
 
     __slots__ = ("_callbacks", "_done", "_error", "_waiter", "started")
@@ -241,7 +242,7 @@ class GroupCommitter:
             if self._observe is not None:
                 self._observe(elapsed)
             commit.resolve(per_iteration=self._release_per_iteration)
-        # what gathered during the sync is written now, after the replies just released
+        # what gathered during the sync is written now, after the first slice of replies
         if self._next is not None:
             self._flush()
 
