@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 
 from pigeonhole.server.outbox import Outbox
@@ -37,6 +39,30 @@ def test_replies_wait_for_their_commit_in_order() -> None:
     assert sink.sent == []
     first.resolve()
     assert sink.sent == ["r1", "r2", "ack"]
+
+
+async def test_a_sliced_release_keeps_each_connections_order() -> None:
+    """A connection whose turn comes in a later slice: what it queues meanwhile waits."""
+    sinks = [Sink() for _ in range(6)]
+    boxes = [Outbox(sink) for sink in sinks]
+    commit = Commit()
+    for i, box in enumerate(boxes):
+        box.put({"n": f"reply{i}"}, commit)
+    commit.resolve(per_iteration=2)
+    assert [s.sent for s in sinks[:2]] == [["reply0"], ["reply1"]]
+    assert all(s.sent == [] for s in sinks[2:])
+    # the commit is done, but boxes 2-5 still hold their replies: a frame with nothing to
+    # wait for, or with the done commit, queues behind them; another side's message not
+    boxes[4].put({"n": "pong"})
+    boxes[5].put({"n": "next reply"}, commit)
+    boxes[5].deliver({"n": "peer"})
+    assert sinks[4].sent == [] and sinks[5].sent == ["peer"]
+    for _ in range(2):
+        await asyncio.sleep(0)  # a loop iteration per slice
+    assert sinks[2].sent == ["reply2"] and sinks[3].sent == ["reply3"]
+    assert sinks[4].sent == ["reply4", "pong"]
+    assert sinks[5].sent == ["peer", "reply5", "next reply"]
+    assert all(len(box) == 0 for box in boxes)
 
 
 def test_other_sides_messages_overtake_held_replies() -> None:

@@ -17,6 +17,7 @@ import pytest
 from server_support import Client, Frame, strip
 
 from pigeonhole.protocol.effects import Effect
+from pigeonhole.store.group_commit import RELEASE_PER_ITERATION
 from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.sqlite import SqliteStore
 
@@ -197,3 +198,27 @@ async def test_commands_that_wait_for_nothing_are_acked_at_once(disk, bound) -> 
         assert (await a.next())["body"] == "bb"  # after the ack of open, never before
     finally:
         disk.set()
+
+
+async def test_a_batch_confirming_many_connections_answers_each_in_order(disk, bound) -> None:
+    """More connections than one slice of the release wait on one batch: every one gets
+    its ack and reply, and what it sent after them comes after them."""
+    clients = [await bound(f"s{i}") for i in range(3 * RELEASE_PER_ITERATION)]
+    disk.clear()
+    try:
+        for client in clients:
+            await client.send("allocate", id="n")
+        for client in clients:
+            await client.send("ping", ping=1, id="p")  # writes nothing, but queued behind
+        await nothing_arrives(clients[-1])
+    finally:
+        disk.set()
+    nameplates = set()
+    for client in clients:
+        await client.expect_ack("n")
+        allocated = await client.next()
+        assert allocated["type"] == "allocated"
+        nameplates.add(allocated["nameplate"])
+        await client.expect_ack("p")
+        assert (await client.next())["type"] == "pong"
+    assert len(nameplates) == len(clients)
