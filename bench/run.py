@@ -504,9 +504,9 @@ def profile_level(server: Server, args: argparse.Namespace, out: Path) -> dict[s
             str(raw),
             "--duration",
             str(duration),
-            "--nonblocking",
             "--subprocesses",
-            *(["--native"] if args.native else []),
+            # py-spy cannot read native stacks without pausing the process it samples
+            *(["--native"] if args.native else ["--nonblocking"]),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
