@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 
-def gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie nobody has reaped yet."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name (state, parent, ...); None: no such process."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+            return f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie nobody has reaped yet."""
+    fields = _stat(pid)
+    return fields is None or fields[0] == "Z"
+
+
+def parent(pid: int) -> int | None:
+    """The parent's PID, or None if the process is gone."""
+    fields = _stat(pid)
+    return int(fields[1]) if fields is not None else None

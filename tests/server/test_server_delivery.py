@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from server_support import Client, Frame, strip
 
 from pigeonhole.protocol.effects import Effect
-from pigeonhole.store.group_commit import RELEASE_PER_ITERATION
+from pigeonhole.store.group_commit import RELEASE_PER_ITERATION, Done
 from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.sqlite import SqliteStore
 
@@ -45,7 +45,6 @@ class HeldDisk:
             ORIGINAL_START(helper, effects, done)
 
 
-Done = Callable[[BaseException | None], None]
 ORIGINAL_START = StoreHelper.start
 
 

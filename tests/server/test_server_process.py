@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from server_support import APPID, Client, http_get, open_client, strip
 
-from process_support import gone
+from process_support import gone, parent
 
 pytestmark = pytest.mark.asyncio
 
@@ -185,14 +185,14 @@ def store_helpers_of(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        if parent(int(entry)) != pid:
+            continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+        except (FileNotFoundError, ProcessLookupError):
             continue
-        if ppid == pid and b"pigeonhole.store.helper_main" in cmdline:
+        if b"pigeonhole.store.helper_main" in cmdline:
             found.append(int(entry))
     return found
 

@@ -11,17 +11,17 @@ from server_support import APPID, http_get
 
 async def test_a_helper_killed_while_idle_is_replaced_and_nothing_fails(make_server, bound):
     async with make_server() as srv:
-        first = srv.syncer.pid
+        first = srv.helper.pid
         assert first is not None
         os.kill(first, signal.SIGKILL)  # our own server's child
         for _ in range(200):  # the loop sees the pipe's end
-            if srv.syncer.pid is None:
+            if srv.helper.pid is None:
                 break
             await asyncio.sleep(0.01)
-        assert srv.syncer.pid is None
+        assert srv.helper.pid is None
         client = await bound("a", srv=srv)
         assert await client.claim("1")  # a new helper writes and syncs it
-        assert srv.syncer.started == 2 and srv.metrics.storage_failures == 0
+        assert srv.helper.started == 2 and srv.metrics.storage_failures == 0
 
 
 async def test_a_helper_killed_holding_a_batch_fails_it_and_the_server_recovers(
@@ -30,7 +30,7 @@ async def test_a_helper_killed_holding_a_batch_fails_it_and_the_server_recovers(
     async with make_server(shutdown_timeout=0.5) as srv:
         kept = await bound("kept", srv=srv)
         mailbox = await kept.claim("1")  # confirmed: written and synced by the first helper
-        first = srv.syncer.pid
+        first = srv.helper.pid
         assert first is not None
         victim = await connect(srv)
         os.kill(first, signal.SIGSTOP)  # our own server's child: it takes the batch, no more
@@ -49,7 +49,7 @@ async def test_a_helper_killed_holding_a_batch_fails_it_and_the_server_recovers(
         assert await again.claim("1") == mailbox  # the confirmed claim survived
         other = await bound("other", srv=srv)
         assert await other.claim("3")  # a new helper writes and syncs
-        assert srv.syncer.started == 2 and srv.syncer.pid not in (None, first)
+        assert srv.helper.started == 2 and srv.helper.pid not in (None, first)
         listed = (await again.call("list"))["nameplates"]
         assert {"id": "2"} not in listed  # the lost claim is not there
         status, _, body = await http_get(f"http://127.0.0.1:{srv.port}/metrics")

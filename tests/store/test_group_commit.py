@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.store.group_commit import RELEASE_PER_ITERATION, Commit, GroupCommitter
+from pigeonhole.store.group_commit import (
+    RELEASE_PER_ITERATION,
+    Commit,
+    GroupCommitter,
+    LocalSyncer,
+)
 from pigeonhole.store.sqlite import SqliteStore
 
 
@@ -49,7 +54,7 @@ def journal() -> Journal:
 @pytest.fixture
 async def committer(journal: Journal) -> GroupCommitter:
     executor = ThreadPoolExecutor(1)
-    c = GroupCommitter(journal.write, journal.sync, journal.failures.append, executor)
+    c = GroupCommitter(LocalSyncer(journal.write, journal.sync, executor), journal.failures.append)
     yield c  # type: ignore[misc]
     executor.shutdown(wait=True)
 
@@ -203,7 +208,7 @@ def test_store_sync_before_and_after_writes(tmp_path: Path) -> None:
 async def test_sync_on_the_loop_thread_writes_then_syncs_then_resolves(journal: Journal) -> None:
     """With no executor (`--commit-sync loop`) each batch is written and synced in turn."""
     failures: list[BaseException] = []
-    committer = GroupCommitter(journal.write, journal.sync, failures.append, None)
+    committer = GroupCommitter(LocalSyncer(journal.write, journal.sync), failures.append)
     first = committer.submit([_np("1")])
     second = committer.submit([_np("2")])
     assert first is second and first is not None and not first.done()

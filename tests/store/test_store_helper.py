@@ -156,11 +156,7 @@ async def test_group_commit_resolves_once_the_helper_made_the_batch_durable(
     helper: StoreHelper, paths: tuple[Path, Path]
 ) -> None:
     failures: list[BaseException] = []
-
-    def no_local_io(*_: object) -> None:
-        raise AssertionError("with a helper the loop neither writes nor syncs")
-
-    committer = GroupCommitter(no_local_io, no_local_io, failures.append, None, syncer=helper)
+    committer = GroupCommitter(helper, failures.append)
     first = committer.submit([fx.PutNameplate("app", "3", "m3")])
     second = committer.submit([fx.PutNameplate("app", "4", "m4")])
     assert first is second and first is not None and not first.done()
@@ -177,7 +173,7 @@ async def test_group_commit_fails_the_batch_the_helper_could_not_write(
     helper: StoreHelper,
 ) -> None:
     failures: list[BaseException] = []
-    committer = GroupCommitter(lambda _: None, lambda: None, failures.append, None, syncer=helper)
+    committer = GroupCommitter(helper, failures.append)
     bad = fx.PutMessage("app", "m", "side", "pake", None, 1.0, "id")  # type: ignore[arg-type]
     commit = committer.submit([bad])
     assert commit is not None

@@ -36,7 +36,7 @@ from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.websocket import MailboxSocket
-from pigeonhole.store.group_commit import GroupCommitter
+from pigeonhole.store.group_commit import GroupCommitter, LocalSyncer, Syncer
 from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.sqlite import SqliteStore
 
@@ -75,22 +75,24 @@ class MailboxServer:
         self.rendezvous = Rendezvous(SECURE_RANDOMNESS, config.blur_usage)
         self.store = SqliteStore(config.channel_db, config.usage_db)
         # batches are written and synced by a helper process (default), or written on the
-        # loop's thread and synced by this one thread or on the loop (store/group_commit.py);
+        # loop's thread and synced by one worker thread or on the loop (store/group_commit.py);
         # the loop's own connection loads the state and serves reads
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
-        self.syncer = (
+        self._executor = (
+            ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
+            if config.commit_sync == "thread"
+            else None
+        )
+        self.helper = (
             StoreHelper(config.channel_db, config.usage_db)
             if config.commit_sync == "process"
             else None
         )
-        self.committer = GroupCommitter(
-            self.store.write,
-            self.store.sync,
-            self._storage_failed,
-            self._executor if config.commit_sync == "thread" else None,
-            self.metrics.observe_commit,
-            syncer=self.syncer,
+        syncer: Syncer = (
+            self.helper
+            if self.helper is not None
+            else LocalSyncer(self.store.write, self.store.sync, self._executor)
         )
+        self.committer = GroupCommitter(syncer, self._storage_failed, self.metrics.observe_commit)
         self.connections: set[Connection] = set()
         self._trusted = parse_networks(config.trusted_proxies)
         self._runner: web.AppRunner | None = None
@@ -239,8 +241,8 @@ class MailboxServer:
             sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._started_at = self.clock()
         self.store.open()
-        if self.syncer is not None:
-            self.syncer.open()
+        if self.helper is not None:
+            self.helper.open()
         self.store.load(self.rendezvous, self._started_at)
         nameplates, mailboxes = self.rendezvous.counts()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
@@ -298,10 +300,11 @@ class MailboxServer:
         if self._runner is not None:
             await self._runner.cleanup()
         await self.committer.drain()
-        if self.syncer is not None:
-            self.syncer.close()
+        if self.helper is not None:
+            self.helper.close()
         self.store.close()
-        self._executor.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
         log.info("pigeonhole stopped")
 
     async def _close_all(self, code: int, message: str) -> None:

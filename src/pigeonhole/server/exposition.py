@@ -69,10 +69,10 @@ def render_metrics(server: MailboxServer) -> str:
         "# TYPE pigeonhole_storage_failures_total counter",
         f"pigeonhole_storage_failures_total {m.storage_failures}",
     ]
-    if server.syncer is not None:  # more than one: a helper died and was replaced
+    if server.helper is not None:  # more than one: a helper died and was replaced
         lines += [
             "# TYPE pigeonhole_store_helper_starts_total counter",
-            f"pigeonhole_store_helper_starts_total {server.syncer.started}",
+            f"pigeonhole_store_helper_starts_total {server.helper.started}",
         ]
     lines += _archive(server)
     return "\n".join(lines) + "\n"

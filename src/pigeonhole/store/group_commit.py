@@ -19,15 +19,16 @@ avoids handing the GIL to a database thread for every statement, and syncing in 
 keeps a slow disk from stalling the loop. Batches resolve in order, so a step's commit
 resolving means every earlier step is durable too.
 
-Where the write and the sync run (`serve --commit-sync`):
-- `process` (the default): a `Syncer`, the helper process of store/helper.py, does both;
-  the loop sends it the batch through a pipe and hears back as from any socket: no SQLite
-  work on the loop, no GIL hand-off;
-- `thread`: written on the loop, synced by a worker thread (`executor`), whose completion
-  needs the GIL back from the busy loop and comes round by `call_soon_threadsafe`;
-- `loop`: no executor, the sync runs on the loop's thread right after the write: the loop
-  waits for the disk, and transactions are per loop iteration, so throughput drops, but
-  replies leave right after the sync.
+Where the write and the sync run (`serve --commit-sync`) is the `Syncer`'s business:
+- `process` (the default): the helper process of store/helper.py does both; the loop
+  sends it the batch through a pipe and hears back as from any socket: no SQLite work on
+  the loop, no GIL hand-off;
+- `thread` (`LocalSyncer` with an executor): written on the loop, synced by a worker
+  thread, whose completion needs the GIL back from the busy loop and comes round by
+  `call_soon_threadsafe`;
+- `loop` (`LocalSyncer` without one): the sync runs on the loop's thread right after the
+  write: the loop waits for the disk, and transactions are per loop iteration, so
+  throughput drops, but replies leave right after the sync.
 
 Latency is counted in loop iterations: a `Commit` calls its callbacks synchronously when
 the sync's completion reaches the loop, so replies leave in that same iteration (an
@@ -37,7 +38,7 @@ replies in one callback kept every socket unread meanwhile (p50 1.0, p99 3.7 ms)
 is what a peer's message waited for. So a durable batch releases `RELEASE_PER_ITERATION`
 connections' replies per loop iteration, the socket reads that are ready in between (and
 the messages they forward) coming first: at 100 exchanges in flight the message p99 fell
-from 5.8-6.8 ms to 2.5-3.5 ms for 3-7% fewer exchanges/s (bench/README.md).
+from 5.8-6.8 ms to 2.5-3.5 ms for about 9% fewer exchanges/s (bench/README.md).
 """
 
 from __future__ import annotations
@@ -126,34 +127,57 @@ class Commit:
             raise self._error
 
 
-class Syncer(Protocol):
-    """Writes and syncs a batch elsewhere; `done(error)` comes on the loop's thread."""
+Done = Callable[[BaseException | None], None]
 
-    def start(self, effects: list[Effect], done: Callable[[BaseException | None], None]) -> None:
+
+class Syncer(Protocol):
+    """Writes and syncs a batch; `done(error)` comes on the loop's thread."""
+
+    def start(self, effects: list[Effect], done: Done) -> None:
         """Make `effects` one durable transaction, after every batch started before."""
+
+
+class LocalSyncer:
+    """`thread` and `loop`: the write on the loop's thread, the sync in `executor` or not."""
+
+    def __init__(
+        self,
+        write: Callable[[list[Effect]], None],
+        sync: Callable[[], None],
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self._write = write
+        self._sync = sync
+        self._executor = executor
+
+    def start(self, effects: list[Effect], done: Done) -> None:
+        try:
+            self._write(effects)
+        except Exception as err:  # rolled back: nothing to sync
+            done(err)
+            return
+        if self._executor is None:  # on the loop's thread: no hand-off, the loop waits
+            error: BaseException | None = None
+            try:
+                self._sync()
+            except Exception as err:
+                error = err
+            done(error)
+            return
+        loop = asyncio.get_running_loop()
+        job = self._executor.submit(self._sync)
+        job.add_done_callback(lambda job: loop.call_soon_threadsafe(done, job.exception()))
 
 
 class GroupCommitter:
     def __init__(
         self,
-        write: Callable[[list[Effect]], None],
-        sync: Callable[[], None],
+        syncer: Syncer,
         on_failure: Callable[[BaseException], None],
-        executor: ThreadPoolExecutor | None,
         observe: Callable[[float], None] | None = None,
-        *,
-        syncer: Syncer | None = None,
-        release_per_iteration: int = RELEASE_PER_ITERATION,
     ) -> None:
-        self._write = write
-        #: waiters of a durable batch called back per loop iteration (0: all at once)
-        self._release_per_iteration = release_per_iteration
-        self._sync = sync
-        #: when given, batches are written and synced by it (`write`, `sync` and
-        #: `executor` are not used)
         self._syncer = syncer
         self._on_failure = on_failure
-        self._executor = executor
         self._observe = observe
         #: effects of the batch being gathered, and its commit
         self._pending: list[Effect] = []
@@ -188,7 +212,7 @@ class GroupCommitter:
         return self._next
 
     def _flush(self) -> None:
-        """Write the gathered batch as one transaction and start its sync."""
+        """Hand the gathered batch to the syncer: one transaction, then its sync."""
         if self._syncing is not None:
             return  # written when the running sync ends
         batch, commit = self._pending, self._next
@@ -196,40 +220,16 @@ class GroupCommitter:
         if commit is None:
             return
         self._last = commit
-        if self._syncer is None:  # else the helper process writes, then syncs
-            try:
-                self._write(batch)
-            except Exception as err:
-                log.error("commit failed: %s", err)
-                commit.resolve(err)
-                self._on_failure(err)
-                return
         self.batches += 1
         self.effects += len(batch)
         self._syncing = commit
-        if self._syncer is not None:  # its answer comes on the loop
-            self._syncer.start(batch, self._synced)
-            return
-        if self._executor is None:  # sync on the loop's thread: no hand-off, loop blocked
-            error: BaseException | None = None
-            try:
-                self._sync()
-            except Exception as err:
-                error = err
-            self._synced(error)
-            return
-        loop = self._loop
-        assert loop is not None
-        job = self._executor.submit(self._sync)
-        job.add_done_callback(
-            lambda done: loop.call_soon_threadsafe(self._synced, done.exception())
-        )
+        self._syncer.start(batch, self._synced)  # `_synced` may come before it returns
 
     def _synced(self, error: BaseException | None) -> None:
         commit, self._syncing = self._syncing, None
         assert commit is not None
         if error is not None:
-            log.error("sync failed: %s", error)
+            log.error("commit failed: %s", error)
             # the steps gathered meanwhile built on the lost batch: they fail with it
             gathered, self._next, self._pending = self._next, None, []
             commit.resolve(error)
@@ -241,7 +241,7 @@ class GroupCommitter:
             self.commit_seconds_total += elapsed
             if self._observe is not None:
                 self._observe(elapsed)
-            commit.resolve(per_iteration=self._release_per_iteration)
+            commit.resolve(per_iteration=RELEASE_PER_ITERATION)
         # what gathered during the sync is written now, after the first slice of replies
         if self._next is not None:
             self._flush()

@@ -24,15 +24,13 @@ import os
 import subprocess
 import sys
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 from pigeonhole.protocol.effects import Effect
+from pigeonhole.store.group_commit import Done
 from pigeonhole.store.helper_main import encode_effects
 
 log = logging.getLogger("pigeonhole.store")
-
-Done = Callable[[BaseException | None], None]
 
 
 class StoreHelperError(OSError):
