@@ -75,6 +75,14 @@ class ServerConfig:
     archive_password: str = "status-offline-inbox"
     archive_min_request_interval: float = 0.0
     archive_retention_days: int = 30
+    #: recent message bodies kept in memory (hex characters); the store holds them all
+    body_cache_bytes: int = 32 * 1024 * 1024
+    #: below this many free bytes in the data directory only small bodies are stored and
+    #: /health answers 503 (the room left serves real exchanges, the WAL and usage rows)
+    disk_free_watermark: int = 128 * 1024 * 1024
+    disk_check_interval: float = 1.0
+    #: repeated refusals of one kind are logged once per interval, then as a count
+    log_summary_interval: float = 60.0
 
     @property
     def channel_db(self) -> Path:

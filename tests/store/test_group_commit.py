@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -105,18 +106,42 @@ async def test_a_barrier_waits_for_everything_before_it(
     assert barrier.done() and committer.submit([]) is None
 
 
-async def test_a_failed_write_fails_its_steps_and_reports(
-    committer: GroupCommitter, journal: Journal
+async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")
+
+
+async def test_a_failed_write_is_written_again_before_anything_later(
+    journal: Journal,
 ) -> None:
+    executor = ThreadPoolExecutor(1)
+    recovered: list[bool] = []
+    committer = GroupCommitter(
+        LocalSyncer(journal.write, journal.sync, executor),
+        journal.failures.append,
+        on_recovered=lambda: recovered.append(True),
+    )
     journal.fail_write = True
     step = committer.submit([_np("1")])
     assert step is not None
-    with pytest.raises(RuntimeError, match="disk full"):
-        await step
-    assert len(journal.failures) == 1 and "sync" not in journal.events
+    await _until(lambda: len(journal.failures) >= 2)  # tried again, failed again
+    assert not step.done() and committer.failing >= 2 and not recovered
+    later = committer.submit([_np("2")])
+    assert later is not None and later is not step
+    await asyncio.sleep(0.05)
+    assert journal.events == []  # nothing after the failed batch is written before it
+    journal.fail_write = False  # space is back
+    await asyncio.wait_for(later, 5)
+    assert step.done() and step.exception() is None
+    assert journal.events == ["write 1", "sync", "write 2", "sync"]
+    assert recovered == [True] and committer.failing == 0
+    executor.shutdown(wait=True)
 
 
-async def test_a_failed_sync_fails_every_written_step(
+async def test_a_failed_sync_writes_the_batch_again_then_what_gathered_meanwhile(
     committer: GroupCommitter, journal: Journal
 ) -> None:
     journal.fail_sync = True
@@ -126,13 +151,31 @@ async def test_a_failed_sync_fails_every_written_step(
     gathered = committer.submit([_np("2")])
     assert step is not None and gathered is not None and gathered is not step
     journal.release.set()
-    with pytest.raises(OSError, match="EIO"):
-        await step
-    # the batch gathered during the failed sync fails too, and is never written
-    with pytest.raises(OSError, match="EIO"):
-        await gathered
-    assert len(journal.failures) == 1
-    assert journal.events.count("write 1") == 1 and not any("2" in e for e in journal.events)
+    await _until(lambda: len(journal.failures) >= 1)
+    assert not step.done() and not gathered.done()  # no reply is sent, none is lost
+    journal.fail_sync = False
+    await asyncio.wait_for(gathered, 5)
+    assert step.exception() is None and gathered.exception() is None
+    # the rolled-back transaction is written again whole, and only then the next batch
+    assert journal.events[-4:] == ["write 1", "sync", "write 2", "sync"]
+    assert "write 2" not in journal.events[:-2]
+
+
+async def test_abandon_fails_the_failed_batch_and_what_gathered_behind_it(
+    committer: GroupCommitter, journal: Journal
+) -> None:
+    journal.fail_write = True
+    step = committer.submit([_np("1")])
+    await _until(lambda: len(journal.failures) >= 1)
+    gathered = committer.submit([_np("2")])
+    assert step is not None and gathered is not None
+    assert not await committer.drain(0.1)  # the drain cannot finish: storage is failing
+    committer.abandon(RuntimeError("stopping"))
+    for commit in (step, gathered):
+        with pytest.raises(RuntimeError, match="stopping"):
+            await commit
+    assert committer.submit([]) is None  # nothing outstanding any more
+    assert journal.events == []
 
 
 async def test_a_durable_commit_calls_its_waiters_back_a_few_per_iteration() -> None:
@@ -163,7 +206,7 @@ def test_without_a_slice_every_waiter_is_called_back_at_once() -> None:
     assert calls == list(range(10)) and isinstance(commit.exception(), RuntimeError)
 
 
-async def test_the_committer_releases_a_batch_in_slices_and_a_failure_at_once(
+async def test_the_committer_releases_a_batch_in_slices_and_an_abandoned_one_at_once(
     committer: GroupCommitter, journal: Journal
 ) -> None:
     journal.release.clear()
@@ -179,13 +222,15 @@ async def test_the_committer_releases_a_batch_in_slices_and_a_failure_at_once(
     for _ in range(4):
         await asyncio.sleep(0)
     assert calls == list(range(waiters))
-    # a failed batch fails every waiter in the same callback: the server recovers next
+    # a batch given up on (stopping while storage fails) fails every waiter at once
     journal.fail_sync = True
     failed = committer.submit([_np("2")])
     assert failed is not None
     errors: list[BaseException | None] = []
     for _ in range(waiters):
         failed.add_done_callback(lambda c: errors.append(c.exception()))
+    await _until(lambda: bool(journal.failures))
+    committer.abandon(OSError("EIO"))
     with pytest.raises(OSError, match="EIO"):
         await failed
     assert len(errors) == waiters and all(isinstance(e, OSError) for e in errors)
@@ -220,6 +265,8 @@ async def test_sync_on_the_loop_thread_writes_then_syncs_then_resolves(journal: 
     journal.fail_sync = True
     failing = committer.submit([_np("4")])
     assert failing is not None
-    with pytest.raises(OSError, match="EIO"):
-        await failing
-    assert len(failures) == 1
+    await _until(lambda: bool(failures))
+    assert not failing.done()
+    journal.fail_sync = False
+    await asyncio.wait_for(failing, 5)  # written again, then synced
+    assert journal.events[-2:] == ["write 4", "sync"]

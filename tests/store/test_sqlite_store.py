@@ -9,8 +9,8 @@ import pytest
 
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Randomness, Rendezvous
-from pigeonhole.store.migrations import DatabaseError
-from pigeonhole.store.sqlite import SqliteStore, StoreError
+from pigeonhole.store.migrations import DatabaseError, schema_sql
+from pigeonhole.store.sqlite import BodyReader, SqliteStore, StoreError
 
 
 def _rz() -> Rendezvous:
@@ -32,9 +32,7 @@ def test_state_survives_reopen(store: SqliteStore, tmp_path: Path) -> None:
     rz.claim("app", "7", "b", 11.0, out)
     mailbox = rz.mailbox("app", mailbox_id)
     assert mailbox is not None
-    from pigeonhole.protocol.channels import Message
-
-    rz.add(mailbox, "app", Message("a", "pake", "abcd", 12.0, {"x": [1]}), out)
+    rz.add(mailbox, "app", "a", "pake", "abcd", 12.0, {"x": [1]}, out)
     rz.release("app", "7", "a", 13.0, out)
     store.write(out)
     store.close()
@@ -46,11 +44,95 @@ def test_state_survives_reopen(store: SqliteStore, tmp_path: Path) -> None:
     assert app.nameplates["7"].mailbox_id == mailbox_id
     assert {s: v.claimed for s, v in app.nameplates["7"].sides.items()} == {"a": False, "b": True}
     box = app.mailboxes[mailbox_id]
-    assert [(m.side, m.phase, m.body, m.msg_id) for m in box.messages] == [
-        ("a", "pake", "abcd", {"x": [1]})
+    assert [(m.side, m.phase, m.size, m.msg_id) for m in box.messages] == [
+        ("a", "pake", 2, {"x": [1]})
     ]
     assert box.size == 2 and box.updated == 500.0  # fresh expiry window after a restart
+    assert len(loaded.bodies) == 0  # bodies stay on disk: read when a replay needs them
+    assert BodyReader(tmp_path / "channel.sqlite").read("app", mailbox_id) == {
+        box.messages[0].seq: "abcd"
+    }
     again.close()
+
+
+def test_bodies_are_bytes_on_disk_and_owners_charge_again_after_a_restart(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    rz, out = _rz(), []  # type: ignore[var-annotated]
+    mailbox_id = rz.claim("app", "7", "a", 10.0, out, owner="192.0.2.7")
+    mailbox = rz.mailbox("app", mailbox_id)
+    assert mailbox is not None
+    rz.add(mailbox, "app", "a", "0", "00ff" * 100, 11.0, 1, out, owner="192.0.2.7")
+    rz.add(mailbox, "app", "a", "1", "ab", 12.0, 2, out, owner="198.51.100.1")
+    store.write(out)
+    body, typeof = store.db.execute(
+        "SELECT body, typeof(body) FROM messages ORDER BY seq"
+    ).fetchone()
+    assert typeof == "blob" and body == bytes.fromhex("00ff" * 100)  # 200 bytes, not 400
+    loaded = _rz()
+    store.load(loaded, 20.0)
+    ledger = loaded.ledger
+    assert ledger.stored_bytes == 201
+    assert dict(ledger.bytes_by) == {"192.0.2.7": 200, "198.51.100.1": 1}
+    assert dict(ledger.nameplates_by) == {"192.0.2.7": 1}
+    assert dict(ledger.mailboxes_by) == {"192.0.2.7": 1}
+    assert loaded.next_seq == 3  # the next message does not reuse a stored seq
+
+
+def test_blurred_owners_are_not_written(store: SqliteStore) -> None:
+    rz, out = Rendezvous(Randomness(lambda xs: xs[0], lambda n: 0, lambda: "m" * 13), 60), []
+    rz.claim("app", "7", "a", 10.0, out, owner="192.0.2.7")
+    assert rz.ledger.nameplates_by["192.0.2.7"] == 1  # still charged in memory
+    store.write(out)  # type: ignore[arg-type]
+    owners = store.db.execute(
+        "SELECT owner FROM nameplates UNION ALL SELECT owner FROM mailboxes"
+    ).fetchall()
+    assert owners == [(None,), (None,)]
+
+
+def test_a_version_1_database_is_upgraded_with_bodies_as_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "channel.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(schema_sql("channel", 1))
+    db.execute("INSERT INTO mailboxes VALUES ('app', 'mbox', 1, 5.0)")
+    db.execute("INSERT INTO nameplates VALUES ('app', '4', 'mbox')")
+    db.execute(
+        "INSERT INTO messages (app_id, mailbox_id, side, phase, body, server_rx, msg_id)"
+        " VALUES ('app', 'mbox', 'a', 'pake', 'deadbeef', 6.0, '\"x\"')"
+    )
+    db.commit()
+    db.close()
+    store = SqliteStore(path, tmp_path / "usage.sqlite")
+    store.open()
+    try:
+        assert store.db.execute("SELECT version FROM version").fetchone() == (2,)
+        assert store.db.execute("SELECT seq, body, owner FROM messages").fetchall() == [
+            (1, bytes.fromhex("deadbeef"), None)
+        ]
+        rz = _rz()
+        store.load(rz, 10.0)
+        assert rz.apps["app"].nameplates["4"].owner == ""  # charged to nobody
+        assert rz.ledger.stored_bytes == 4 and rz.next_seq == 2
+    finally:
+        store.close()
+
+
+def test_a_failed_upgrade_leaves_version_1_whole(tmp_path: Path) -> None:
+    path = tmp_path / "channel.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(schema_sql("channel", 1))
+    db.execute(
+        "INSERT INTO messages (app_id, mailbox_id, side, phase, body, server_rx, msg_id)"
+        " VALUES ('app', 'mbox', 'a', 'pake', 'not hex', 6.0, '1')"
+    )
+    db.commit()
+    db.close()
+    with pytest.raises(DatabaseError, match="unable to upgrade"):
+        SqliteStore(path, tmp_path / "usage.sqlite").open()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM version").fetchone() == (1,)
+    assert db.execute("SELECT body FROM messages").fetchone() == ("not hex",)
+    db.close()
 
 
 def test_failed_transaction_leaves_nothing(store: SqliteStore) -> None:
@@ -60,7 +142,7 @@ def test_failed_transaction_leaves_nothing(store: SqliteStore) -> None:
         deep = [deep]
     bad = [
         fx.PutMailbox("app", "m1", False, 1.0),
-        fx.PutMessage("app", "m1", "a", "p", "aa", 1.0, deep),
+        fx.PutMessage("app", "m1", "a", "p", "aa", 1.0, deep, 1),
     ]
     with pytest.raises(StoreError):
         store.write(bad)

@@ -18,6 +18,8 @@ from pigeonhole.server.app import MailboxServer
 
 log = logging.getLogger("pigeonhole.serve")
 
+MiB = 1024 * 1024
+
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -129,6 +131,57 @@ log = logging.getLogger("pigeonhole.serve")
     show_default=True,
     type=click.IntRange(min=1),
     help="Nameplates plus mailboxes one connection may create.",
+)
+@click.option(
+    "--max-stored-bytes-per-address",
+    default=64 * MiB,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Body bytes stored from one client address until its mailboxes are closed or pruned.",
+)
+@click.option(
+    "--max-stored-bytes",
+    default=2048 * MiB,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Body bytes stored on the whole server.",
+)
+@click.option(
+    "--max-nameplates-per-address",
+    default=32,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Live nameplates created from one client address, across its connections.",
+)
+@click.option(
+    "--max-mailboxes-per-address",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Live mailboxes created from one client address, across its connections.",
+)
+@click.option(
+    "--disk-free-watermark",
+    default=128 * MiB,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Free bytes in the data directory below which only small bodies are stored "
+    "and /health answers 503.",
+)
+@click.option(
+    "--low-disk-max-body-bytes",
+    default=16 * 1024,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Largest body stored while the disk is below the watermark.",
+)
+@click.option(
+    "--body-cache-bytes",
+    default=32 * MiB,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Recent message bodies kept in memory (hex characters); the rest are read from "
+    "the store when replayed.",
 )
 @click.option(
     "--commands-per-second",
@@ -264,6 +317,13 @@ def serve(
     max_mailbox_messages: int,
     max_mailbox_bytes: int,
     max_creations: int,
+    max_stored_bytes_per_address: int,
+    max_stored_bytes: int,
+    max_nameplates_per_address: int,
+    max_mailboxes_per_address: int,
+    disk_free_watermark: int,
+    low_disk_max_body_bytes: int,
+    body_cache_bytes: int,
     commands_per_second: float,
     command_burst: float,
     max_connections: int,
@@ -296,6 +356,11 @@ def serve(
         max_creations=max_creations,
         commands_per_second=commands_per_second,
         command_burst=command_burst,
+        max_stored_bytes_per_address=max_stored_bytes_per_address,
+        max_stored_bytes=max_stored_bytes,
+        max_nameplates_per_address=max_nameplates_per_address,
+        max_mailboxes_per_address=max_mailboxes_per_address,
+        low_disk_max_body_bytes=low_disk_max_body_bytes,
     )
     config = ServerConfig(
         host=host,
@@ -331,6 +396,8 @@ def serve(
         archive_password=archive_password,
         archive_min_request_interval=archive_min_request_interval,
         archive_retention_days=archive_retention_days,
+        body_cache_bytes=body_cache_bytes,
+        disk_free_watermark=disk_free_watermark,
     )
     _install_uvloop()
     asyncio.run(_serve(config))

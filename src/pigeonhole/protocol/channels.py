@@ -1,10 +1,13 @@
 """The shared rendezvous state: apps, nameplates, mailboxes and their messages.
 
-All state lives in memory and is the truth the server answers from; every change also
-appends the `effects` that make it durable, and the server sends nothing that depends
-on a change before those effects are committed. Semantics follow the reference
-(§3 of shared/spec/reference-behaviour.md) except where noted: a mailbox is keyed per
-app (no cross-app id clash), and pruned channels are dropped from memory.
+All state but message bodies lives in memory and is the truth the server answers from;
+every change also appends the `effects` that make it durable, and the server sends
+nothing that depends on a change before those effects are committed. Bodies live in the
+store (as bytes), with a bounded cache of recent ones here (protocol/bodies.py), so memory
+does not grow with what is stored. Every nameplate, mailbox and body is charged to the
+client address that created it (protocol/ledger.py) until it is deleted. Semantics follow
+the reference (§3 of shared/spec/reference-behaviour.md) except where noted: a mailbox is
+keyed per app (no cross-app id clash), and pruned channels are dropped from memory.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.bodies import BodyCache
 from pigeonhole.protocol.errors import CROWDED, RECLAIMED, ProtocolError
+from pigeonhole.protocol.ledger import Ledger
+from pigeonhole.protocol.limits import Limits
 from pigeonhole.protocol.nameplates import Choose, RandBelow, find_free_nameplate
 from pigeonhole.protocol.usage import blur, mailbox_result, nameplate_result, timing
 
@@ -31,6 +37,8 @@ class Nameplate:
     name: str
     mailbox_id: str
     sides: dict[str, NameplateSide] = field(default_factory=dict)
+    #: the client address charged for it ("" for nobody)
+    owner: str = ""
 
 
 @dataclass(slots=True)
@@ -42,18 +50,24 @@ class MailboxSide:
 
 @dataclass(frozen=True, slots=True)
 class Message:
+    """A stored message without its body (the store has it; `Rendezvous.bodies` may)."""
+
     side: str
     phase: str
-    body: str
     server_rx: float
     msg_id: object
+    #: decoded body bytes
+    size: int
+    #: the server's sequence number: arrival order, and the body's key in the store
+    seq: int
+    owner: str = ""
 
-    def to_wire(self) -> dict[str, object]:
+    def to_wire(self, body: str | None) -> dict[str, object]:
         return {
             "type": "message",
             "side": self.side,
             "phase": self.phase,
-            "body": self.body,
+            "body": body,
             "server_rx": self.server_rx,
             "id": self.msg_id,
         }
@@ -70,6 +84,8 @@ class Mailbox:
     size: int = 0
     #: opaque connection handles subscribed to live messages (insertion ordered)
     subscribers: dict[object, None] = field(default_factory=dict)
+    #: the client address charged for it ("" for nobody)
+    owner: str = ""
 
 
 @dataclass(slots=True)
@@ -92,12 +108,30 @@ class Randomness:
 
 
 class Rendezvous:
-    """Every app's nameplates and mailboxes. Methods take `now` and an effects list."""
+    """Every app's nameplates and mailboxes. Methods take `now` and an effects list.
 
-    def __init__(self, randomness: Randomness, blur_time: int | None = None) -> None:
+    Methods that create something take the `owner` (client address) to charge, and check
+    its quota before changing anything.
+    """
+
+    def __init__(
+        self,
+        randomness: Randomness,
+        blur_time: int | None = None,
+        limits: Limits | None = None,
+        bodies: BodyCache | None = None,
+    ) -> None:
         self.apps: dict[str, App] = {}
         self._random = randomness
         self._blur = blur_time
+        self.ledger = Ledger(limits)
+        self.bodies = bodies if bodies is not None else BodyCache()
+        #: the next message's sequence number (the store's key for its body)
+        self.next_seq = 1
+
+    def _stored_owner(self, owner: str) -> str | None:
+        """What the store keeps of an owner: nothing under --blur-usage."""
+        return None if self._blur or not owner else owner
 
     def app(self, app_id: str) -> App:
         app = self.apps.get(app_id)
@@ -115,21 +149,31 @@ class Rendezvous:
         app = self.apps.get(app_id)
         return sorted(app.nameplates) if app else []
 
-    def allocate(self, app_id: str, side: str, now: float, out: Effects) -> str:
+    def allocate(self, app_id: str, side: str, now: float, out: Effects, owner: str = "") -> str:
+        self.ledger.check_nameplate(owner)
+        self.ledger.check_mailbox(owner)
         app = self.app(app_id)
         name = find_free_nameplate(app.nameplates, self._random.choose, self._random.randbelow)
-        self.claim(app_id, name, side, now, out)
+        self.claim(app_id, name, side, now, out, owner)
         return name
 
-    def claim(self, app_id: str, name: str, side: str, now: float, out: Effects) -> str:
+    def claim(
+        self, app_id: str, name: str, side: str, now: float, out: Effects, owner: str = ""
+    ) -> str:
         """Claim (and open) a nameplate's mailbox for `side`; same side again is idempotent."""
-        app = self.app(app_id)
-        nameplate = app.nameplates.get(name)
+        app = self.apps.get(app_id)
+        nameplate = app.nameplates.get(name) if app is not None else None
         if nameplate is None:
+            ledger = self.ledger
+            ledger.check_nameplate(owner)
+            ledger.check_mailbox(owner)
+            app = self.app(app_id)
             mailbox_id = self._new_mailbox_id(app)
-            self._create_mailbox(app, mailbox_id, True, now, out)
-            nameplate = app.nameplates[name] = Nameplate(name, mailbox_id)
-            out.append(fx.PutNameplate(app_id, name, mailbox_id))
+            self._create_mailbox(app, mailbox_id, True, now, out, owner)
+            nameplate = app.nameplates[name] = Nameplate(name, mailbox_id, owner=owner)
+            ledger.charge_nameplate(owner)
+            out.append(fx.PutNameplate(app_id, name, mailbox_id, self._stored_owner(owner)))
+        assert app is not None
         mine = nameplate.sides.get(side)
         if mine is None:
             nameplate.sides[side] = NameplateSide(True, now)
@@ -137,7 +181,7 @@ class Rendezvous:
         elif not mine.claimed:
             raise ProtocolError(RECLAIMED)
         # spec 002 §nameplates: claiming also opens the mailbox for this side
-        self.open(app_id, nameplate.mailbox_id, side, now, out)
+        self.open(app_id, nameplate.mailbox_id, side, now, out, owner)
         if len(nameplate.sides) > 2:
             raise ProtocolError(CROWDED)
         return nameplate.mailbox_id
@@ -158,6 +202,7 @@ class Rendezvous:
         self, app: App, nameplate: Nameplate, now: float, pruned: bool, out: Effects
     ) -> None:
         del app.nameplates[nameplate.name]
+        self.ledger.refund_nameplate(nameplate.owner)
         out.append(fx.DeleteNameplate(app.app_id, nameplate.name))
         started, waiting, total = timing([s.added for s in nameplate.sides.values()], now)
         result = nameplate_result(len(nameplate.sides), pruned)
@@ -172,22 +217,29 @@ class Rendezvous:
                 return mailbox_id
 
     def _create_mailbox(
-        self, app: App, mailbox_id: str, for_nameplate: bool, now: float, out: Effects
+        self, app: App, mailbox_id: str, for_nameplate: bool, now: float, out: Effects, owner: str
     ) -> Mailbox:
-        mailbox = app.mailboxes[mailbox_id] = Mailbox(mailbox_id, for_nameplate, now)
-        out.append(fx.PutMailbox(app.app_id, mailbox_id, for_nameplate, now))
+        mailbox = app.mailboxes[mailbox_id] = Mailbox(mailbox_id, for_nameplate, now, owner=owner)
+        self.ledger.charge_mailbox(owner)
+        out.append(
+            fx.PutMailbox(app.app_id, mailbox_id, for_nameplate, now, self._stored_owner(owner))
+        )
         return mailbox
 
     def mailbox(self, app_id: str, mailbox_id: str) -> Mailbox | None:
         app = self.apps.get(app_id)
         return app.mailboxes.get(mailbox_id) if app else None
 
-    def open(self, app_id: str, mailbox_id: str, side: str, now: float, out: Effects) -> Mailbox:
+    def open(
+        self, app_id: str, mailbox_id: str, side: str, now: float, out: Effects, owner: str = ""
+    ) -> Mailbox:
         """Create the mailbox if unknown, add the side once; a third side is `crowded`."""
-        app = self.app(app_id)
-        mailbox = app.mailboxes.get(mailbox_id)
+        app = self.apps.get(app_id)
+        mailbox = app.mailboxes.get(mailbox_id) if app is not None else None
         if mailbox is None:
-            mailbox = self._create_mailbox(app, mailbox_id, False, now, out)
+            self.ledger.check_mailbox(owner)
+            app = self.app(app_id)
+            mailbox = self._create_mailbox(app, mailbox_id, False, now, out, owner)
         if side not in mailbox.sides:
             mailbox.sides[side] = MailboxSide(True, now)
             out.append(fx.PutMailboxSide(app_id, mailbox_id, side, True, now, None))
@@ -196,23 +248,38 @@ class Rendezvous:
             raise ProtocolError(CROWDED)
         return mailbox
 
-    def add(self, mailbox: Mailbox, app_id: str, message: Message, out: Effects) -> list[object]:
-        """Store a message; returns the subscribers it must be delivered to (echo included)."""
+    def add(
+        self,
+        mailbox: Mailbox,
+        app_id: str,
+        side: str,
+        phase: str,
+        body: str,
+        now: float,
+        msg_id: object,
+        out: Effects,
+        owner: str = "",
+    ) -> tuple[dict[str, object], list[object]]:
+        """Store a message (hex `body`), charged to `owner` after its quota check.
+
+        Returns its `message` frame and the subscribers it goes to (echo included).
+        """
+        size = len(body) // 2
+        self.ledger.check_body(owner, size)
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        message = Message(side, phase, now, msg_id, size, seq, owner)
         mailbox.messages.append(message)
-        mailbox.size += len(message.body) // 2
-        mailbox.updated = message.server_rx
+        mailbox.size += size
+        mailbox.updated = now
+        self.ledger.charge_bytes(owner, size)
+        self.bodies.put(seq, body)
         out.append(
             fx.PutMessage(
-                app_id,
-                mailbox.id,
-                message.side,
-                message.phase,
-                message.body,
-                message.server_rx,
-                message.msg_id,
+                app_id, mailbox.id, side, phase, body, now, msg_id, seq, self._stored_owner(owner)
             )
         )
-        return list(mailbox.subscribers)
+        return message.to_wire(body), list(mailbox.subscribers)
 
     def close(
         self, app_id: str, mailbox_id: str, side: str, mood: str | None, now: float, out: Effects
@@ -244,6 +311,11 @@ class Rendezvous:
             self._delete_nameplate(app, nameplate, now, pruned, out)
         del app.mailboxes[mailbox.id]
         mailbox.subscribers.clear()
+        ledger, bodies = self.ledger, self.bodies
+        ledger.refund_mailbox(mailbox.owner)
+        for message in mailbox.messages:
+            ledger.refund_bytes(message.owner, message.size)
+            bodies.drop(message.seq)
         out.append(fx.DeleteMailbox(app.app_id, mailbox.id))
         sides = mailbox.sides.values()
         started, waiting, total = timing([s.added for s in sides], now)
@@ -277,6 +349,18 @@ class Rendezvous:
                     pruned += 1
             self._forget_if_empty(app)
         return pruned
+
+    def rebuild_ledger(self) -> None:
+        """Charge everything held to its owner anew (after loading the state)."""
+        ledger = self.ledger
+        ledger.clear()
+        for app in self.apps.values():
+            for nameplate in app.nameplates.values():
+                ledger.charge_nameplate(nameplate.owner)
+            for mailbox in app.mailboxes.values():
+                ledger.charge_mailbox(mailbox.owner)
+                for message in mailbox.messages:
+                    ledger.charge_bytes(message.owner, message.size)
 
     def counts(self) -> tuple[int, int]:
         """(nameplates, mailboxes) alive."""

@@ -19,6 +19,8 @@ class PutNameplate:
     app_id: str
     name: str
     mailbox_id: str
+    #: the creating client's address (None under --blur-usage)
+    owner: str | None = None
 
 
 @dataclass(slots=True)
@@ -46,6 +48,7 @@ class PutMailbox:
     mailbox_id: str
     for_nameplate: bool
     created: float
+    owner: str | None = None
 
 
 @dataclass(slots=True)
@@ -74,9 +77,13 @@ class PutMessage:
     mailbox_id: str
     side: str
     phase: str
+    #: hex, as sent; stored as the bytes it spells
     body: str
     server_rx: float
     msg_id: object
+    #: the server's sequence number (the row's key; a retried batch replaces, not doubles)
+    seq: int
+    owner: str | None = None
 
 
 @dataclass(slots=True)

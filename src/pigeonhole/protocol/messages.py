@@ -94,6 +94,7 @@ def optional_string(msg: dict[str, Any], key: str) -> str | None:
 
 
 def hex_body(msg: dict[str, Any]) -> str:
+    """The `body` field, checked to be hex (either case: it is echoed verbatim)."""
     body = string_field(msg, "body")
     # fromhex (C) rejects non-hex digits and odd lengths but skips whitespace between
     # bytes, which the length check catches: valid means hex digits only, in pairs

@@ -5,8 +5,10 @@
 `claimed`, `released`, `closed`, `nameplates`) must not leave before its writes are
 committed: those go in `Step.after_commit`; the `ack`, `pong` and errors, which need
 no commit, go in `Step.immediate`. `message`s (to subscribers on `add`, stored ones on
-`open`) go in `Step.deliveries` and `Step.replayed`. The server decides which frames
-wait for the commit anyway (server/connection.py: acks travel with their replies).
+`open`) go in `Step.deliveries` and `Step.replayed`; a replayed message whose body is
+not in the body cache has `"body": None` and is listed in `Step.load_bodies`, for the
+server to fill in from the store before it sends the replay. The server decides which
+frames wait for the commit anyway (server/connection.py: acks travel with their replies).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol import errors as e
 from pigeonhole.protocol import limits as lim
-from pigeonhole.protocol.channels import Mailbox, Message, Rendezvous
+from pigeonhole.protocol.channels import Mailbox, Rendezvous
 from pigeonhole.protocol.errors import ProtocolError
 from pigeonhole.protocol.limits import Limits, TokenBucket
 from pigeonhole.protocol.messages import (
@@ -50,6 +52,8 @@ class Step:
     deliveries: list[tuple[object, Frame]] = field(default_factory=list)
     #: the mailbox's stored messages, in order, sent to this client on `open`
     replayed: list[Frame] = field(default_factory=list)
+    #: (app id, mailbox id, {seq: frame}): replayed frames whose body is in the store only
+    load_bodies: tuple[str, str, dict[int, Frame]] | None = None
     #: close the connection after sending: (code, reason)
     close: tuple[int, str] | None = None
 
@@ -61,6 +65,8 @@ def error_frame(explain: str, orig: object) -> Frame:
 #: message types allowed before `bind`; the Rust client says "submit-permission"
 _PERMISSION_TYPES = frozenset({"submit-permissions", "submit-permission"})
 _UNBOUND_TYPES = frozenset({"ping", "bind"}) | _PERMISSION_TYPES
+#: commands refused while the server's commits fail: each would store something
+_STORING_TYPES = frozenset({"allocate", "claim", "release", "open", "add", "close"})
 PERMISSION_REQUIRED = "permission required: send submit-permissions before bind"
 
 
@@ -80,6 +86,7 @@ class Session:
         "_limits",
         "_mailbox_id",
         "_nameplate",
+        "_owner",
         "_permissions",
         "_released",
         "_resource",
@@ -103,9 +110,12 @@ class Session:
         resource: str = "",
         bits: int = 0,
         now: float = 0.0,
+        owner: str = "",
     ) -> None:
         self._rz = rendezvous
         self.handle = handle
+        #: the client's address: what it creates and stores is charged to it
+        self._owner = owner
         self._allow_list = allow_list
         self._blur = blur_time
         self._limits = limits or Limits()
@@ -146,6 +156,8 @@ class Session:
             handler = _HANDLERS.get(mtype)
             if handler is None:
                 raise ProtocolError(e.UNKNOWN_TYPE)
+            if mtype in _STORING_TYPES and self._rz.ledger.storage_down:
+                raise ProtocolError(lim.STORAGE_DOWN)
             handler(self, msg, now, step)
         except ProtocolError as err:
             # effects made before the error (a crowded side's rows) are still committed
@@ -180,6 +192,8 @@ class Session:
             raise ProtocolError(PERMISSION_REQUIRED)
         implementation, version = client_version(msg)
         self.app_id, self.side = app_id, side
+        if self._rz.ledger.storage_down:
+            return  # bind stores only a usage row, which is not kept during an outage
         step.effects.append(
             fx.UsageClientVersion(app_id, side, blur(now, self._blur), implementation, version)
         )
@@ -214,7 +228,7 @@ class Session:
             raise ProtocolError(e.GREEDY)
         app_id, side = self._ids()
         self._check_creations()
-        name = self._rz.allocate(app_id, side, now, step.effects)
+        name = self._rz.allocate(app_id, side, now, step.effects, self._owner)
         self._count_creations(step)
         self._allocated = True
         step.after_commit.append({"type": "allocated", "nameplate": name})
@@ -228,7 +242,7 @@ class Session:
         app_id, side = self._ids()
         self._check_creations()
         try:
-            mailbox_id = self._rz.claim(app_id, name, side, now, step.effects)
+            mailbox_id = self._rz.claim(app_id, name, side, now, step.effects, self._owner)
         finally:
             self._count_creations(step)
         self._nameplate = name  # only after success (mailbox-server PR #38)
@@ -260,13 +274,24 @@ class Session:
         self._check_creations()
         self._mailbox_id = mailbox_id
         try:
-            mailbox = self._rz.open(app_id, mailbox_id, side, now, step.effects)
+            mailbox = self._rz.open(app_id, mailbox_id, side, now, step.effects, self._owner)
         finally:
             self._count_creations(step)
         mailbox.subscribers[self.handle] = None
         self.mailbox = mailbox
         # stored messages first, in arrival order; later adds arrive live
-        step.replayed.extend(m.to_wire() for m in mailbox.messages)
+        if not mailbox.messages:
+            return
+        bodies = self._rz.bodies
+        missing: dict[int, Frame] = {}
+        for message in mailbox.messages:
+            body = bodies.get(message.seq)
+            frame = message.to_wire(body)
+            if body is None:
+                missing[message.seq] = frame
+            step.replayed.append(frame)
+        if missing:
+            step.load_bodies = (app_id, mailbox_id, missing)
 
     def _add(self, msg: dict[str, Any], now: float, step: Step) -> None:
         mailbox = self.mailbox
@@ -283,9 +308,10 @@ class Session:
             raise ProtocolError(e.MISSING_BODY)
         phase, body = string_field(msg, "phase"), hex_body(msg)
         self._check_room(mailbox, len(body) // 2)
-        message = Message(side, phase, body, now, msg.get("id"))
-        frame = message.to_wire()
-        for subscriber in self._rz.add(mailbox, app_id, message, step.effects):
+        frame, subscribers = self._rz.add(
+            mailbox, app_id, side, phase, body, now, msg.get("id"), step.effects, self._owner
+        )
+        for subscriber in subscribers:
             step.deliveries.append((subscriber, frame))
 
     def _check_room(self, mailbox: Mailbox, size: int) -> None:

@@ -3,6 +3,11 @@
 Lifecycle (uvicorn's shape): `start()` opens the databases, loads the live channels,
 listens; `stop()` stops listening, flushes pending commits, closes every WebSocket with
 1001, and closes the databases. Also an async context manager for tests.
+
+Storage trouble is contained here: the free space of the data directory is watched
+(server/disk.py) and a failed commit sets the server refusing new writes until the
+committer, which writes the failed batch again, succeeds (store/group_commit.py). No
+connection is closed for either; `/health` answers 503 with the reason meanwhile.
 """
 
 from __future__ import annotations
@@ -27,23 +32,27 @@ from pigeonhole.archive.endpoint import add_archive_routes
 from pigeonhole.config import ServerConfig
 from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.bodies import BodyCache
 from pigeonhole.protocol.channels import Randomness, Rendezvous
+from pigeonhole.protocol.limits import LIMIT_ERRORS
 from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
 from pigeonhole.server.connection import Connection
+from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
+from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
+from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter, LocalSyncer, Syncer
 from pigeonhole.store.helper import StoreHelper
-from pigeonhole.store.sqlite import SqliteStore
+from pigeonhole.store.sqlite import SqliteStore, StoreError
 
 log = logging.getLogger("pigeonhole.server")
 
 CLOSE_GOING_AWAY = 1001
-CLOSE_INTERNAL_ERROR = 1011
 #: seconds a thread waiting for the GIL waits before the running one must hand it over
 #: (bench/README.md: 5 ms default, 1, 0.5 and 0.2 ms measured; 1 ms was best)
 GIL_SWITCH_INTERVAL = 0.001
@@ -72,8 +81,17 @@ class MailboxServer:
         )
         self._per_address: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.rendezvous = Rendezvous(SECURE_RANDOMNESS, config.blur_usage)
+        self.rendezvous = Rendezvous(
+            SECURE_RANDOMNESS, config.blur_usage, config.limits, BodyCache(config.body_cache_bytes)
+        )
+        #: quotas per client address, and the storage state that refuses new data
+        self.ledger = self.rendezvous.ledger
         self.store = SqliteStore(config.channel_db, config.usage_db)
+        self.bodies = BodyLoader(config.channel_db)
+        self.disk = DiskWatch(config.data_dir, config.disk_free_watermark)
+        self.log_summary = LogSummary(log, time.monotonic)
+        #: why commits fail, while they do (None: they do not)
+        self.storage_error: str | None = None
         # batches are written and synced by a helper process (default), or written on the
         # loop's thread and synced by one worker thread or on the loop (store/group_commit.py);
         # the loop's own connection loads the state and serves reads
@@ -92,7 +110,9 @@ class MailboxServer:
             if self.helper is not None
             else LocalSyncer(self.store.write, self.store.sync, self._executor)
         )
-        self.committer = GroupCommitter(syncer, self._storage_failed, self.metrics.observe_commit)
+        self.committer = GroupCommitter(
+            syncer, self._storage_failed, self.metrics.observe_commit, self._storage_recovered
+        )
         self.connections: set[Connection] = set()
         self._trusted = parse_networks(config.trusted_proxies)
         self._runner: web.AppRunner | None = None
@@ -139,6 +159,10 @@ class MailboxServer:
             self.store.ping()
         except Exception as err:
             return web.Response(status=503, text=f"database unavailable: {err}\n")
+        if self.storage_error is not None:
+            return web.Response(status=503, text=f"storage failing: {self.storage_error}\n")
+        if self.disk.low:
+            return web.Response(status=503, text=f"{self.disk.reason}\n")
         return web.Response(text="ok\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -195,7 +219,12 @@ class MailboxServer:
             return 503, "server is at its connection limit\n"
         if self._per_address[host] >= c.max_connections_per_address:
             self.metrics.count_limit("connections per address")
-            self.event("refused connection: too many from one address", None, address=host)
+            self.event(
+                "refused connection: too many from one address",
+                None,
+                kind="connections per address",
+                address=host,
+            )
             return 429, "too many connections from your address\n"
         return None
 
@@ -217,14 +246,30 @@ class MailboxServer:
 
     # -- logging and tasks ----------------------------------------------------------
 
-    def event(self, what: str, conn: Connection | None, **fields: object) -> None:
-        """One structured log line; client addresses are left out under --blur-usage."""
+    def event(
+        self, what: str, conn: Connection | None, kind: str | None = None, **fields: object
+    ) -> None:
+        """One structured log line; client addresses are left out under --blur-usage.
+
+        With a `kind`, repeats within the summary interval are counted, not written
+        (server/log_summary.py): refusals under attack cost one line per kind a minute.
+        """
         if self.config.blur_usage:
             fields.pop("address", None)
         elif conn is not None:
             fields.setdefault("address", conn.address)
         detail = " ".join(f"{k}={v}" for k, v in fields.items())
-        log.info("%s %s", what, detail, extra={"fields": fields})
+        line = f"{what} {detail}"
+        if kind is None:
+            log.info("%s", line, extra={"fields": fields})
+        else:
+            self.log_summary.note(kind, line, fields)
+
+    def refused(self, explain: str, conn: Connection) -> None:
+        """A command got an `error`: counted by kind; limit and quota refusals logged."""
+        kind = self.metrics.count_error(explain)
+        if kind in LIMIT_ERRORS:
+            self.event("refused", conn, kind=kind, error=explain)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -241,6 +286,7 @@ class MailboxServer:
             sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._started_at = self.clock()
         self.store.open()
+        self.ledger.disk_low = self.disk.check()
         if self.helper is not None:
             self.helper.open()
         self.store.load(self.rendezvous, self._started_at)
@@ -265,6 +311,8 @@ class MailboxServer:
             loop.create_task(self._every(self.config.usage_sample_interval, self.sample_usage)),
             loop.create_task(self._every(self._sweep_interval(), self.sweep_slow_readers)),
             loop.create_task(self._every(HEARTBEAT_INTERVAL, self.heartbeat)),
+            loop.create_task(self._every(self.config.disk_check_interval, self.check_disk)),
+            loop.create_task(self._every(self.config.log_summary_interval, self.log_summary.flush)),
         ]
         log.info(
             "pigeonhole %s listening on %s (resumed %d nameplates, %d mailboxes)",
@@ -295,17 +343,25 @@ class MailboxServer:
             timer.cancel()
         if self._listener is not None:
             self._listener.close()  # stop accepting
-        await self.committer.drain()
+        await self._drain_or_abandon()
         await self._close_all(CLOSE_GOING_AWAY, "server shutting down")
         if self._runner is not None:
             await self._runner.cleanup()
-        await self.committer.drain()
+        await self._drain_or_abandon()
+        self.log_summary.flush()
         if self.helper is not None:
             self.helper.close()
+        self.bodies.close()
         self.store.close()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         log.info("pigeonhole stopped")
+
+    async def _drain_or_abandon(self) -> None:
+        """Wait for pending commits; if storage keeps failing, give up on them (bounded)."""
+        if not await self.committer.drain(self.config.shutdown_timeout):
+            log.error("stopping with storage failing: the unwritten batches are given up")
+            self.committer.abandon(StoreError("server stopped while storage was failing"))
 
     async def _close_all(self, code: int, message: str) -> None:
         conns = list(self.connections)
@@ -340,6 +396,10 @@ class MailboxServer:
         """Ping connections quiet for a sweep; drop those that ignored the last ping."""
         for conn in list(self.connections):
             conn.socket.heartbeat()
+
+    def check_disk(self) -> None:
+        """Free space against the watermark: below it, no big bodies are stored."""
+        self.ledger.disk_low = self.disk.check()
 
     def sweep_slow_readers(self) -> None:
         """Drop clients that have stayed behind (unread bytes) for the send timeout."""
@@ -381,26 +441,27 @@ class MailboxServer:
     # -- failure ------------------------------------------------------------------
 
     def _storage_failed(self, err: BaseException) -> None:
-        """A commit failed and was rolled back: memory is ahead of the database.
+        """A commit failed and was rolled back; the committer writes it again later.
 
-        Rebuild the state from the last committed database and close every connection
-        (1011) so clients reconnect and resume from what is durable.
+        Memory already holds the batch's changes and nobody was told they were stored:
+        the replies that wait for it wait on, and no connection is closed. Until a batch
+        succeeds, commands that would store something are refused (protocol/session.py).
         """
         self.metrics.storage_failures += 1
-        asyncio.get_running_loop().create_task(self._recover())
+        self.storage_error = str(err)
+        self.ledger.storage_down = True
+        self.check_disk()
+        if self.committer.failing == 1:
+            log.error(
+                "storage failing: %s; refusing new writes and writing the batch again"
+                " until it succeeds",
+                err,
+            )
+        else:
+            self.log_summary.note("commit failed", f"commit failed again: {err}", {}, logging.ERROR)
 
-    async def _recover(self) -> None:
-        log.error("storage failure: reloading state and closing all connections")
-        conns = list(self.connections)
-        for conn in conns:
-            conn.session.disconnect()
-        timeout = self.config.shutdown_timeout
-        await asyncio.gather(
-            *(c.socket.close(CLOSE_INTERNAL_ERROR, "storage failure", timeout) for c in conns),
-            return_exceptions=True,
-        )
-        self.rendezvous.apps.clear()
-        try:
-            self.store.load(self.rendezvous, self.clock())
-        except Exception:
-            log.exception("reloading state failed")
+    def _storage_recovered(self) -> None:
+        log.warning("storage recovered: the failed batch is written, new writes are taken")
+        self.storage_error = None
+        self.ledger.storage_down = False
+        self.check_disk()

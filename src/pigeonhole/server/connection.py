@@ -13,14 +13,17 @@ import secrets
 from typing import TYPE_CHECKING
 
 from pigeonhole.protocol.messages import FrameError, decode_frame
-from pigeonhole.protocol.session import CLOSE_POLICY, Session, Step, error_frame
+from pigeonhole.protocol.session import CLOSE_POLICY, Frame, Session, Step, error_frame
 from pigeonhole.server.outbox import Barrier, Outbox
 from pigeonhole.server.websocket import MailboxSocket
+from pigeonhole.store.group_commit import Commit
 
 if TYPE_CHECKING:
     from pigeonhole.server.app import MailboxServer
 
 log = logging.getLogger("pigeonhole.connection")
+
+CLOSE_INTERNAL_ERROR = 1011
 
 _PERMISSION_TYPES = frozenset({"submit-permissions", "submit-permission"})
 
@@ -65,6 +68,7 @@ class Connection:
             resource=resource,
             bits=bits,
             now=now,
+            owner=address,
         )
         self._close_request: tuple[int, str] | None = None
         # the handshake is done: the welcome goes out now and is not kept
@@ -88,7 +92,7 @@ class Connection:
                 orig = err.orig if isinstance(err.orig, dict) else {}
                 self.outbox.put({"type": "ack", "id": orig.get("id")})
             self.outbox.put(error_frame(err.explain, err.orig))
-            server.metrics.count_error(err.explain)
+            server.refused(err.explain, self)
             return
         server.metrics.count_command(msg["type"])
         step = self.session.receive(msg, server.clock())
@@ -99,7 +103,7 @@ class Connection:
             self.outbox.put(frame, held)
             if frame["type"] == "error":
                 refused = True
-                server.metrics.count_error(frame["error"])
+                server.refused(frame["error"], self)
         if not refused and msg["type"] in _PERMISSION_TYPES:
             server.metrics.permissions["granted"] += 1
         for frame in step.after_commit:
@@ -110,7 +114,7 @@ class Connection:
             server.metrics.messages += 1
         if step.close is not None:
             code, reason = step.close
-            server.event("closing connection", self, code=code, reason=reason)
+            server.event("closing connection", self, kind=f"close {code}", code=code, reason=reason)
             self._close_request = step.close
             server.spawn(self.close(code, reason))
 
@@ -140,7 +144,13 @@ class Connection:
         # `barrier` is None only when nothing at all is outstanding (submit said so)
         every_copy_waits = self.server.config.peer_delivery == "durable"
         side = self.session.side
-        if step.replayed:
+        if step.load_bodies is not None:
+            # some bodies are in the store only: the replay (and what follows) waits for them
+            loaded = Commit()
+            for frame in step.replayed:
+                self.outbox.put(frame, loaded, pin=True)
+            self.server.spawn(self._load_bodies(step.load_bodies, barrier, loaded))
+        elif step.replayed:
             outbox = self.outbox
             if every_copy_waits or (
                 barrier is not None and any(f["side"] == side for f in step.replayed)
@@ -158,6 +168,20 @@ class Connection:
             else:
                 subscriber.outbox.deliver(frame)
 
+    async def _load_bodies(
+        self, load: tuple[str, str, dict[int, Frame]], barrier: Barrier, loaded: Commit
+    ) -> None:
+        app_id, mailbox_id, frames = load
+        try:
+            await self.server.bodies.fill(app_id, mailbox_id, frames, barrier)
+        except Exception as err:
+            log.error("replay failed: %s", err)
+            loaded.resolve(err)  # the outbox stops; the client reconnects and opens again
+            timeout = self.server.config.shutdown_timeout
+            await self.socket.close(CLOSE_INTERNAL_ERROR, "replay failed", timeout)
+            return
+        loaded.resolve()
+
     def check_behind(self, now: float, timeout: float) -> None:
         """Called periodically: drop the client if it has not kept up for `timeout` s."""
         if self.outbox.behind(now, timeout):
@@ -166,7 +190,7 @@ class Connection:
     def _slow(self) -> None:
         """The client does not read: stop delivering, and drop it without waiting."""
         self.server.metrics.count_limit("slow reader")
-        self.server.event("closing slow reader", self)
+        self.server.event("closing slow reader", self, kind="slow reader")
         self.session.disconnect()
         self.server.detach(self)  # it stops counting now, not when its socket is gone
         self.server.spawn(self._drop_slow())

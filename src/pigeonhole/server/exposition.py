@@ -68,6 +68,7 @@ def render_metrics(server: MailboxServer) -> str:
         f"pigeonhole_pruned_mailboxes_total {m.pruned_mailboxes}",
         "# TYPE pigeonhole_storage_failures_total counter",
         f"pigeonhole_storage_failures_total {m.storage_failures}",
+        *_storage(server),
     ]
     if server.helper is not None:  # more than one: a helper died and was replaced
         lines += [
@@ -76,6 +77,31 @@ def render_metrics(server: MailboxServer) -> str:
         ]
     lines += _archive(server)
     return "\n".join(lines) + "\n"
+
+
+def _storage(server: MailboxServer) -> list[str]:
+    """What is stored against its quota, the disk, and whether writes are refused."""
+    ledger, disk = server.ledger, server.disk
+    cache = server.rendezvous.bodies
+    gauges = [
+        ("pigeonhole_stored_bytes", ledger.stored_bytes),
+        ("pigeonhole_stored_bytes_limit", ledger.limits.max_stored_bytes),
+        ("pigeonhole_stored_addresses", len(ledger.bytes_by)),
+        ("pigeonhole_disk_free_bytes", disk.free if disk.free is not None else -1),
+        ("pigeonhole_disk_free_watermark_bytes", disk.watermark),
+        ("pigeonhole_disk_low", int(disk.low)),
+        ("pigeonhole_storage_down", int(ledger.storage_down)),
+        ("pigeonhole_body_cache_bytes", cache.size),
+        ("pigeonhole_body_cache_entries", len(cache)),
+    ]
+    lines: list[str] = []
+    for name, value in gauges:
+        lines += [f"# TYPE {name} gauge", f"{name} {value}"]
+    lines += [
+        "# TYPE pigeonhole_replay_store_reads_total counter",
+        f"pigeonhole_replay_store_reads_total {server.bodies.loads}",
+    ]
+    return lines
 
 
 def _archive(server: MailboxServer) -> list[str]:

@@ -30,7 +30,8 @@ class Metrics:
         # bound the label set: unknown types are counted under one label
         self.commands[mtype if mtype in _KNOWN else "other"] += 1
 
-    def count_error(self, explain: str) -> None:
+    def count_error(self, explain: str) -> str:
+        """Count an `error` by kind (a bounded label set); returns the kind."""
         kind = explain if explain in _KNOWN_ERRORS else _error_kind(explain)
         self.errors[kind] += 1
         if explain.startswith("submit-permissions failed"):
@@ -39,6 +40,7 @@ class Metrics:
             self.permissions["required"] += 1
         elif kind in LIMIT_ERRORS:
             self.limits[kind] += 1
+        return kind
 
     def count_limit(self, kind: str) -> None:
         self.limits[kind] += 1

@@ -39,6 +39,14 @@ is what a peer's message waited for. So a durable batch releases `RELEASE_PER_IT
 connections' replies per loop iteration, the socket reads that are ready in between (and
 the messages they forward) coming first: at 100 exchanges in flight the message p99 fell
 from 5.8-6.8 ms to 2.5-3.5 ms for about 9% fewer exchanges/s (bench/README.md).
+
+A batch that fails (disk full, an I/O error, the helper gone) was rolled back whole, so
+it is written again, after a pause that doubles from `RETRY_FIRST` up to `RETRY_MAX`,
+until it succeeds: memory (which already holds its changes) and disk agree again, and no
+reply that waits for it is lost or sent early. Nothing later is written before it, so
+order holds. Meanwhile the server refuses new writes (`on_failure`, `on_recovered`), and
+the replies held for the failed batch simply wait: no connection is closed. Only a stop
+gives up on it (`abandon`), failing what waits.
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ log = logging.getLogger("pigeonhole.store")
 
 #: a durable batch's waiters released per loop iteration (see the module's docstring)
 RELEASE_PER_ITERATION = 4
+#: seconds before a failed batch is written again: doubling from the first to the max
+RETRY_FIRST = 0.05
+RETRY_MAX = 2.0
 
 
 class Commit:
@@ -175,10 +186,19 @@ class GroupCommitter:
         syncer: Syncer,
         on_failure: Callable[[BaseException], None],
         observe: Callable[[float], None] | None = None,
+        on_recovered: Callable[[], None] | None = None,
     ) -> None:
         self._syncer = syncer
         self._on_failure = on_failure
+        self._on_recovered = on_recovered
         self._observe = observe
+        #: the effects of the batch the running sync covers (kept to write it again)
+        self._syncing_effects: list[Effect] = []
+        #: a failed batch waiting to be written again, and the timer that will do it
+        self._failed: tuple[list[Effect], Commit] | None = None
+        self._retry: asyncio.TimerHandle | None = None
+        #: failures in a row (0 when the last batch succeeded)
+        self.failing = 0
         #: effects of the batch being gathered, and its commit
         self._pending: list[Effect] = []
         self._next: Commit | None = None
@@ -213,8 +233,8 @@ class GroupCommitter:
 
     def _flush(self) -> None:
         """Hand the gathered batch to the syncer: one transaction, then its sync."""
-        if self._syncing is not None:
-            return  # written when the running sync ends
+        if self._syncing is not None or self._failed is not None:
+            return  # written when the running sync ends, or after the failed batch
         batch, commit = self._pending, self._next
         self._pending, self._next = [], None
         if commit is None:
@@ -222,32 +242,65 @@ class GroupCommitter:
         self._last = commit
         self.batches += 1
         self.effects += len(batch)
-        self._syncing = commit
+        self._start(batch, commit)
+
+    def _start(self, batch: list[Effect], commit: Commit) -> None:
+        self._syncing, self._syncing_effects = commit, batch
         self._syncer.start(batch, self._synced)  # `_synced` may come before it returns
 
     def _synced(self, error: BaseException | None) -> None:
         commit, self._syncing = self._syncing, None
+        batch, self._syncing_effects = self._syncing_effects, []
         assert commit is not None
         if error is not None:
-            log.error("commit failed: %s", error)
-            # the steps gathered meanwhile built on the lost batch: they fail with it
-            gathered, self._next, self._pending = self._next, None, []
-            commit.resolve(error)
-            if gathered is not None:
-                gathered.resolve(error)
+            # rolled back whole: written again later, before anything gathered meanwhile
+            self.failing += 1
+            self._failed = (batch, commit)
+            delay = min(RETRY_MAX, RETRY_FIRST * 2 ** (self.failing - 1))
+            loop = self._loop or asyncio.get_running_loop()
+            self._retry = loop.call_later(delay, self._write_again)
             self._on_failure(error)
-        else:
-            elapsed = time.perf_counter() - commit.started
-            self.commit_seconds_total += elapsed
-            if self._observe is not None:
-                self._observe(elapsed)
-            commit.resolve(per_iteration=RELEASE_PER_ITERATION)
+            return
+        if self.failing:
+            self.failing = 0
+            if self._on_recovered is not None:
+                self._on_recovered()
+        elapsed = time.perf_counter() - commit.started
+        self.commit_seconds_total += elapsed
+        if self._observe is not None:
+            self._observe(elapsed)
+        commit.resolve(per_iteration=RELEASE_PER_ITERATION)
         # what gathered during the sync is written now, after the first slice of replies
         if self._next is not None:
             self._flush()
 
-    async def drain(self) -> None:
-        """Wait until everything submitted so far is durable (or failed)."""
+    def _write_again(self) -> None:
+        self._retry = None
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            self._start(*failed)
+
+    def abandon(self, error: BaseException) -> None:
+        """Give up on a failed batch and everything gathered behind it (when stopping)."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        failed, self._failed = self._failed, None
+        gathered, self._next, self._pending = self._next, None, []
+        if failed is not None:
+            failed[1].resolve(error)
+        if gathered is not None:
+            gathered.resolve(error)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is durable; False if `timeout` ran out."""
+        try:
+            await asyncio.wait_for(self._drain(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _drain(self) -> None:
         while True:
             commit = self.submit([])
             if commit is None:

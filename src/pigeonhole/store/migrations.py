@@ -1,7 +1,9 @@
 """Creating and checking versioned SQLite databases (the reference's database.py shape).
 
 A new database is built in a temporary file and renamed into place, so a crash never
-leaves a half-created file. An existing file must carry the version we support.
+leaves a half-created file. An existing file must carry the version we support, or an
+older one with an upgrade script (`schema/NAME-upgrade-vN-vM.sql`), which is applied in
+one transaction: a crash leaves the old version whole.
 """
 
 from __future__ import annotations
@@ -20,10 +22,19 @@ def schema_sql(name: str, version: int) -> str:
     return (resources.files("pigeonhole.store") / "schema" / f"{name}-v{version}.sql").read_text()
 
 
+def _unhex(text: str) -> bytes:
+    return bytes.fromhex(text)
+
+
 def create_or_check(path: Path, name: str, version: int) -> None:
-    """Create `path` from the schema if missing; else check its version."""
+    """Create `path` from the schema if missing; else upgrade it to `version`, or check it."""
     if path.exists():
-        _check_version(path, version)
+        found = _read_version(path)
+        while found is not None and found < version and _has_upgrade(name, found):
+            _upgrade(path, name, found)
+            found += 1
+        if found != version:
+            raise DatabaseError(f"{path}: unable to handle db version {found} (want {version})")
         return
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
@@ -39,7 +50,7 @@ def create_or_check(path: Path, name: str, version: int) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _check_version(path: Path, version: int) -> None:
+def _read_version(path: Path) -> int | None:
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -48,6 +59,37 @@ def _check_version(path: Path, version: int) -> None:
             db.close()
     except sqlite3.Error as err:
         raise DatabaseError(f"unable to open {path}: {err}") from err
-    if row is None or row[0] != version:
-        found = None if row is None else row[0]
-        raise DatabaseError(f"{path}: unable to handle db version {found} (want {version})")
+    return None if row is None or not isinstance(row[0], int) else row[0]
+
+
+def _upgrade_name(name: str, version: int) -> str:
+    return f"{name}-upgrade-v{version}-v{version + 1}.sql"
+
+
+def _has_upgrade(name: str, version: int) -> bool:
+    return (resources.files("pigeonhole.store") / "schema" / _upgrade_name(name, version)).is_file()
+
+
+def _upgrade(path: Path, name: str, version: int) -> None:
+    script = resources.files("pigeonhole.store") / "schema" / _upgrade_name(name, version)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.create_function("unhex", 1, _unhex, deterministic=True)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(script.read_text()):
+                db.execute(statement)
+            db.execute("COMMIT")
+        except Exception:
+            db.execute("ROLLBACK")
+            raise
+    except (sqlite3.Error, ValueError) as err:
+        raise DatabaseError(f"unable to upgrade {path} from version {version}: {err}") from err
+    finally:
+        db.close()
+
+
+def _statements(script: str) -> list[str]:
+    """Split a schema script into statements (executescript would commit on its own)."""
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

@@ -6,7 +6,9 @@ killed process; `sync` then fdatasyncs both logs, after which everything written
 is durable against power loss too, exactly what `synchronous=FULL` gives per commit, but
 one sync serves many transactions (store/group_commit.py). Readers (`export-usage`,
 operators' tools) never block the writer. The usage database is ATTACHed to the same
-connection so one transaction covers both (atomic per file in WAL mode). By default the
+connection so one transaction covers both (atomic per file in WAL mode). Message bodies
+are stored as bytes and are not loaded with the state: `BodyReader` reads a mailbox's
+bodies when a replay needs them. By default the
 server's store helper process (store/helper.py) has its own connection and does `write`
 and `sync`; the event loop's connection loads the state and serves reads. With
 `--commit-sync thread` or `loop`, `write` runs on the loop's thread and `sync`, which only
@@ -35,7 +37,7 @@ from pigeonhole.protocol.channels import (
 )
 from pigeonhole.store.migrations import create_or_check
 
-CHANNEL_VERSION = 1
+CHANNEL_VERSION = 2
 USAGE_VERSION = 1
 
 
@@ -117,31 +119,43 @@ class SqliteStore:
         self.db.execute("SELECT 1").fetchone()
 
     def load(self, rz: Rendezvous, now: float) -> None:
-        """Rebuild the in-memory state; every channel counts as touched `now` (grace)."""
+        """Rebuild the in-memory state; every channel counts as touched `now` (grace).
+
+        Bodies stay in the database (only their sizes are read); every row is charged to
+        its owner again, so quotas per address survive a restart.
+        """
         db = self.db
-        for app_id, mailbox_id, for_nameplate in db.execute(
-            "SELECT app_id, id, for_nameplate FROM mailboxes"
+        for app_id, mailbox_id, for_nameplate, owner in db.execute(
+            "SELECT app_id, id, for_nameplate, owner FROM mailboxes"
         ):
-            rz.app(app_id).mailboxes[mailbox_id] = Mailbox(mailbox_id, bool(for_nameplate), now)
+            rz.app(app_id).mailboxes[mailbox_id] = Mailbox(
+                mailbox_id, bool(for_nameplate), now, owner=owner or ""
+            )
         for app_id, mailbox_id, side, opened, added, mood in db.execute(
             "SELECT app_id, mailbox_id, side, opened, added, mood FROM mailbox_sides"
         ):
             mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
             if mailbox is not None:
                 mailbox.sides[side] = MailboxSide(bool(opened), added, mood)
-        for app_id, mailbox_id, side, phase, body, server_rx, msg_id in db.execute(
-            "SELECT app_id, mailbox_id, side, phase, body, server_rx, msg_id"
-            " FROM messages ORDER BY seq"
+        last_seq = 0
+        for seq, app_id, mailbox_id, side, phase, size, server_rx, msg_id, owner in db.execute(
+            "SELECT seq, app_id, mailbox_id, side, phase,"
+            " CASE typeof(body) WHEN 'blob' THEN length(body) ELSE length(body) / 2 END,"
+            " server_rx, msg_id, owner FROM messages ORDER BY seq"
         ):
+            last_seq = seq
             mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
             if mailbox is not None:
-                message = Message(side, phase, body, server_rx, orjson.loads(msg_id))
+                message = Message(
+                    side, phase, server_rx, orjson.loads(msg_id), size, seq, owner or ""
+                )
                 mailbox.messages.append(message)
-                mailbox.size += len(body) // 2
-        for app_id, name, mailbox_id in db.execute(
-            "SELECT app_id, name, mailbox_id FROM nameplates"
+                mailbox.size += size
+        rz.next_seq = max(rz.next_seq, last_seq + 1)
+        for app_id, name, mailbox_id, owner in db.execute(
+            "SELECT app_id, name, mailbox_id, owner FROM nameplates"
         ):
-            rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id)
+            rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id, owner=owner or "")
         for app_id, name, side, claimed, added in db.execute(
             "SELECT app_id, name, side, claimed, added FROM nameplate_sides"
         ):
@@ -151,6 +165,7 @@ class SqliteStore:
         for app in list(rz.apps.values()):
             if app.is_empty():
                 del rz.apps[app.app_id]
+        rz.rebuild_ledger()
 
 
 Writer = Callable[[sqlite3.Connection, Any], object]
@@ -158,8 +173,8 @@ Writer = Callable[[sqlite3.Connection, Any], object]
 
 def _put_nameplate(db: sqlite3.Connection, e: fx.PutNameplate) -> None:
     db.execute(
-        "INSERT OR REPLACE INTO nameplates (app_id, name, mailbox_id) VALUES (?,?,?)",
-        (e.app_id, e.name, e.mailbox_id),
+        "INSERT OR REPLACE INTO nameplates (app_id, name, mailbox_id, owner) VALUES (?,?,?,?)",
+        (e.app_id, e.name, e.mailbox_id, e.owner),
     )
 
 
@@ -178,8 +193,9 @@ def _put_nameplate_side(db: sqlite3.Connection, e: fx.PutNameplateSide) -> None:
 
 def _put_mailbox(db: sqlite3.Connection, e: fx.PutMailbox) -> None:
     db.execute(
-        "INSERT OR REPLACE INTO mailboxes (app_id, id, for_nameplate, created) VALUES (?,?,?,?)",
-        (e.app_id, e.mailbox_id, int(e.for_nameplate), e.created),
+        "INSERT OR REPLACE INTO mailboxes (app_id, id, for_nameplate, created, owner)"
+        " VALUES (?,?,?,?,?)",
+        (e.app_id, e.mailbox_id, int(e.for_nameplate), e.created, e.owner),
     )
 
 
@@ -200,10 +216,30 @@ def _put_mailbox_side(db: sqlite3.Connection, e: fx.PutMailboxSide) -> None:
 
 def _put_message(db: sqlite3.Connection, e: fx.PutMessage) -> None:
     db.execute(
-        "INSERT INTO messages (app_id, mailbox_id, side, phase, body, server_rx, msg_id)"
-        " VALUES (?,?,?,?,?,?,?)",
-        (e.app_id, e.mailbox_id, e.side, e.phase, e.body, e.server_rx, orjson.dumps(e.msg_id)),
+        "INSERT OR REPLACE INTO messages"
+        " (seq, app_id, mailbox_id, side, phase, body, server_rx, msg_id, owner)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        (
+            e.seq,
+            e.app_id,
+            e.mailbox_id,
+            e.side,
+            e.phase,
+            _stored_body(e.body),
+            e.server_rx,
+            orjson.dumps(e.msg_id),
+            e.owner,
+        ),
     )
+
+
+def _stored_body(body: str) -> bytes | str:
+    """The bytes a hex body spells; a body with capitals stays text, to come back verbatim.
+
+    Every real client sends lowercase (or digits only); the reference echoes whatever
+    case it got, so a body in capitals is kept as sent (SQLite stores either in the column).
+    """
+    return bytes.fromhex(body) if body.islower() or body.isdigit() else body
 
 
 def _usage_nameplate(db: sqlite3.Connection, e: fx.UsageNameplate) -> None:
@@ -260,3 +296,31 @@ _WRITERS: dict[type, Writer] = {
 
 #: every effect type `write` knows (what the store helper process may be sent)
 WRITABLE_EFFECTS: tuple[type, ...] = tuple(_WRITERS)
+
+
+class BodyReader:
+    """Reads message bodies for replays, on its own connection (used from one thread).
+
+    A read transaction in WAL mode sees every committed batch and never blocks the
+    writer. `read` returns the mailbox's bodies as hex, by sequence number.
+    """
+
+    def __init__(self, channel_path: Path) -> None:
+        self._path = channel_path
+        self._db: sqlite3.Connection | None = None
+
+    def read(self, app_id: str, mailbox_id: str) -> dict[int, str]:
+        db = self._db
+        if db is None:
+            db = self._db = sqlite3.connect(
+                f"file:{self._path}?mode=ro", uri=True, check_same_thread=False
+            )
+        rows = db.execute(
+            "SELECT seq, body FROM messages WHERE app_id=? AND mailbox_id=?", (app_id, mailbox_id)
+        )
+        return {seq: body.hex() if isinstance(body, bytes) else body for seq, body in rows}
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
