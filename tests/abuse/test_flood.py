@@ -11,117 +11,26 @@ import asyncio
 import base64
 import json
 import os
-import random
 import secrets
-import signal
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import websockets
+from abuse_support import get, running_server, transfer
 
 pytestmark = pytest.mark.interop
 
-BIN = Path(sys.executable).parent
 ATTACKER = {"X-Real-IP": "203.0.113.66"}
 OTHER_ATTACKER = {"X-Real-IP": "203.0.113.99"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pigeonhole",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--log-level",
-            "WARNING",
-            "--send-timeout",
-            "3",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    try:
-        yield f"ws://127.0.0.1:{port}/v1"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, "the server must survive the floods and stop cleanly"
-
-
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return str(response.read().decode())
-
-
-async def transfer(url: str, text: str) -> tuple[int, int, str]:
-    """One `wormhole send --text` / `receive` pair with a fresh code."""
-    code = f"{random.randint(1000, 8999)}-{secrets.token_hex(3)}-{secrets.token_hex(3)}"
-    env = {**os.environ, "WORMHOLE_RELAY_URL": url}
-    wormhole = str(BIN / "wormhole")
-    sender = await asyncio.create_subprocess_exec(
-        "timeout",
-        "-k",
-        "5",
-        "60",
-        wormhole,
-        "send",
-        "--no-qr",
-        "--hide-progress",
-        "--code",
-        code,
-        "--text",
-        text,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    await asyncio.sleep(1.0)
-    receiver = await asyncio.create_subprocess_exec(
-        "timeout",
-        "-k",
-        "5",
-        "60",
-        wormhole,
-        "receive",
-        "--hide-progress",
-        code,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    out, _ = await receiver.communicate()
-    return await sender.wait(), receiver.returncode or 0, out.decode().strip()
+    with running_server(tmp_path / "data", "--send-timeout", "3") as (url, _pid):
+        yield url
 
 
 async def hold_connections(url: str, n: int, outcomes: Counter[str]) -> list[object]:
@@ -203,7 +112,7 @@ async def slow_readers_dropped(url: str, expected: int) -> int:
     pattern = 'pigeonhole_limit_hits_total{limit="slow reader"}'
     found = 0
     for _ in range(150):
-        text = await asyncio.to_thread(_get, metrics_url)
+        text = await asyncio.to_thread(get, metrics_url)
         if pattern in text:
             found = int(text.split(pattern)[1].split()[0])
             if found >= expected:

@@ -1,0 +1,110 @@
+"""What the flood tests share: a real server process, and real `wormhole` transfers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_server(data_dir: Path, *options: str) -> Iterator[tuple[str, int]]:
+    """`pigeonhole serve` on a free loopback port: (WebSocket URL, PID); stopped by PID."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pigeonhole",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "WARNING",
+            *options,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    try:
+        yield f"ws://127.0.0.1:{port}/v1", proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "the server must survive the floods and stop cleanly"
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())
+
+
+async def transfer(url: str, text: str) -> tuple[int, int, str]:
+    """One `wormhole send --text` / `receive` pair with a fresh code."""
+    code = f"{random.randint(1000, 8999)}-{secrets.token_hex(3)}-{secrets.token_hex(3)}"
+    env = {**os.environ, "WORMHOLE_RELAY_URL": url}
+    wormhole = str(BIN / "wormhole")
+    sender = await asyncio.create_subprocess_exec(
+        "timeout",
+        "-k",
+        "5",
+        "60",
+        wormhole,
+        "send",
+        "--no-qr",
+        "--hide-progress",
+        "--code",
+        code,
+        "--text",
+        text,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    await asyncio.sleep(1.0)
+    receiver = await asyncio.create_subprocess_exec(
+        "timeout",
+        "-k",
+        "5",
+        "60",
+        wormhole,
+        "receive",
+        "--hide-progress",
+        code,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await receiver.communicate()
+    return await sender.wait(), receiver.returncode or 0, out.decode().strip()
