@@ -184,6 +184,13 @@ MiB = 1024 * 1024
     "the store when replayed.",
 )
 @click.option(
+    "--log-summary-interval",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds over which repeated refusals of one kind are logged once, then counted.",
+)
+@click.option(
     "--commands-per-second",
     default=20.0,
     show_default=True,
@@ -324,6 +331,7 @@ def serve(
     disk_free_watermark: int,
     low_disk_max_body_bytes: int,
     body_cache_bytes: int,
+    log_summary_interval: float,
     commands_per_second: float,
     command_burst: float,
     max_connections: int,
@@ -398,6 +406,7 @@ def serve(
         archive_retention_days=archive_retention_days,
         body_cache_bytes=body_cache_bytes,
         disk_free_watermark=disk_free_watermark,
+        log_summary_interval=log_summary_interval,
     )
     _install_uvloop()
     asyncio.run(_serve(config))
