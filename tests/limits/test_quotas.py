@@ -9,12 +9,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from limits_support import StartServer, call, connect
 
+from pigeonhole.archive.client import ArchiveClient
+from pigeonhole.archive.envelopes import seal
 from pigeonhole.protocol.limits import Limits
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "server"))
+from server_support import http_get
 
 ATTACKER = "203.0.113.66"
 OTHER = "198.51.100.20"
@@ -186,3 +194,40 @@ async def test_refusals_are_logged_once_per_interval_with_a_count(
         srv.log_summary.flush()
     summary = [r.getMessage() for r in caplog.records if "49 more in the last" in r.getMessage()]
     assert len(summary) == 1 and summary[0].startswith("quota exceeded: bytes stored")
+
+
+async def test_below_the_disk_watermark_only_small_bodies_are_stored(
+    start_server: StartServer,
+) -> None:
+    """A watermark above any real free space: the low-disk state, without filling a disk."""
+    async with start_server(disk_free_watermark=1 << 62, disk_check_interval=0.05) as srv:
+        status, _, text = await http_get(f"http://127.0.0.1:{srv.port}/health")
+        assert status == 503 and text.startswith("disk space low:")
+        sender = await opened(srv.url, OTHER, "m", side="a")
+        reply = await call(sender, type="add", phase="0", body="ab" * 20_000)
+        assert reply["error"] == (
+            "server is low on disk space: only small messages are stored now (20000 > 16384 bytes)"
+        )
+        assert reply["orig"]["phase"] == "0"
+        # a real exchange's messages are small: stored and delivered
+        small = await call(sender, type="add", phase="pake", body="cd" * 200)
+        assert small["type"] == "message"
+        receiver = await opened(srv.url, ATTACKER, "m", side="b")
+        replayed = await call(receiver, type="ping", ping=1)
+        assert (replayed["type"], replayed["body"]) == ("message", "cd" * 200)
+        while (frame := json.loads(await receiver.recv()))["type"] == "ack":
+            pass
+        assert frame["type"] == "pong"
+        assert (await call(receiver, type="close", mood="happy"))["type"] == "closed"
+        # the archive refuses new envelopes in its receipt
+        envelope = seal(
+            expiry=int(time.time()) + 100, ttl=100, topic=b"\1\2\3\4", data=b"x", target_pow=0.002
+        )
+        async with ArchiveClient.connect(f"ws://127.0.0.1:{srv.port}/whisper/v6") as archive:
+            refused = await archive.post([envelope])
+        assert [(e.hash, e.description) for e in refused] == [
+            (envelope.hash, "server is low on disk space: nothing is archived now")
+        ]
+        _, _, metrics = await http_get(f"http://127.0.0.1:{srv.port}/metrics")
+        assert "pigeonhole_disk_low 1\n" in metrics
+        assert 'pigeonhole_limit_hits_total{limit="server is low on disk space' in metrics

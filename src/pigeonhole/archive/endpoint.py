@@ -25,12 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from pigeonhole.archive import packets, rlp
+from pigeonhole.archive import errors, packets, rlp
 from pigeonhole.archive.config import ArchiveConfig
 from pigeonhole.archive.errors import RequestRefused
 from pigeonhole.archive.mailserver import Mailserver, item_hash
 from pigeonhole.archive.messages import sym_key_from_password
 from pigeonhole.archive.metrics import ArchiveMetrics
+from pigeonhole.archive.packets import EnvelopeError
 from pigeonhole.archive.query import Page, envelope_key, key_range, paginate, retention_cutoff
 from pigeonhole.archive.requests import Query
 from pigeonhole.archive.store import ArchiveStore
@@ -40,6 +41,12 @@ log = logging.getLogger("pigeonhole.archive")
 
 Clock = Callable[[], float]
 PeerOf = Callable[[web.Request], str]
+#: why the server stores nothing new now (its disk is low, its storage failing), or None
+Refusing = Callable[[], str | None]
+
+
+def _storing() -> str | None:
+    return None
 
 
 def remote_peer(request: web.Request) -> str:
@@ -50,9 +57,12 @@ def remote_peer(request: web.Request) -> str:
 class ArchiveService:
     """Owns the archive's store, writer, decisions, retention task and metrics."""
 
-    def __init__(self, config: ArchiveConfig, clock: Clock, peer_of: PeerOf) -> None:
+    def __init__(
+        self, config: ArchiveConfig, clock: Clock, peer_of: PeerOf, refusing: Refusing = _storing
+    ) -> None:
         self.config = config
         self.clock = clock
+        self._refusing = refusing
         self.metrics = ArchiveMetrics()
         self.store = ArchiveStore(config.archive_db)
         self._peer_of = peer_of
@@ -147,6 +157,13 @@ class ArchiveService:
     async def _archive(self, ws: web.WebSocketResponse, payload: rlp.Item) -> None:
         assert self._core is not None, "started before serving"
         ingest = self._core.ingest(payload, self.clock())
+        why = self._refusing() if ingest.accepted else None
+        if why is not None:  # the disk is the server's to protect: listed as refused
+            ingest.refused.extend(
+                EnvelopeError(e.hash, errors.CODE_OTHER, why) for e in ingest.accepted
+            )
+            ingest.reasons.extend("storage refused" for _ in ingest.accepted)
+            ingest.accepted.clear()
         rows = [(envelope_key(e), e.rlp) for e in ingest.accepted]
         new = await self.writer.add(rows) if rows else 0
         self.metrics.archived += new
@@ -200,6 +217,7 @@ def add_archive_routes(
     *,
     clock: Clock = time.time,
     peer_of: PeerOf = remote_peer,
+    refusing: Refusing = _storing,
 ) -> None:
     """Serve the archive on `config.path` of `app`; `app[ARCHIVE_KEY]` is the service.
 
@@ -207,8 +225,10 @@ def add_archive_routes(
         clock: UNIX time source (tests pass a fake one).
         peer_of: who a connection is, for the per-peer request interval (e.g. the
             address a trusted proxy reports).
+        refusing: why nothing new may be stored now (low disk, failing storage), or
+            None; posted envelopes are then refused in the receipt.
     """
-    service = ArchiveService(config, clock, peer_of)
+    service = ArchiveService(config, clock, peer_of, refusing)
     app[ARCHIVE_KEY] = service
     app.router.add_get(config.path, service.handle)
 

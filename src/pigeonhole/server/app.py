@@ -138,7 +138,9 @@ class MailboxServer:
                 min_request_interval=c.archive_min_request_interval,
                 retention_days=c.archive_retention_days,
             )
-            add_archive_routes(app, archive, clock=self.clock, peer_of=self._peer_of)
+            add_archive_routes(
+                app, archive, clock=self.clock, peer_of=self._peer_of, refusing=self._refusing
+            )
         return app
 
     def _client(
@@ -150,6 +152,14 @@ class MailboxServer:
 
     def _peer_of(self, request: web.Request) -> str:
         return self._client(request.transport, request.headers)[0]
+
+    def _refusing(self) -> str | None:
+        """Why nothing new is stored now (the archive refuses envelopes then), or None."""
+        if self.storage_error is not None:
+            return "server storage is failing: try again later"
+        if self.disk.low:
+            return "server is low on disk space: nothing is archived now"
+        return None
 
     async def _root(self, request: web.Request) -> web.Response:
         return web.Response(text="Wormhole Relay\n")
