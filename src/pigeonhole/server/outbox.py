@@ -112,7 +112,7 @@ class Outbox:
         held = self._held
         if not held and (barrier is None or barrier.done()):
             if barrier is not None and barrier.exception() is not None:
-                self._stop()  # a commit failed: the server recovers and closes us
+                self._stop()  # given up (a stop while storage failed): nothing more is sent
                 return
             self._send(frame)
             return
@@ -164,7 +164,7 @@ class Outbox:
                 if pin:
                     self._pinned -= 1
                 if barrier is not None and barrier.exception() is not None:
-                    self._stop()  # a commit failed: the server recovers and closes us
+                    self._stop()  # given up (a stop while storage failed): nothing more is sent
                     return
                 self._send(frame)
         finally:

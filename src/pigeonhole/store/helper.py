@@ -11,9 +11,11 @@ sends it the batch's effects (one request) and its answer is one more readable p
 among the sockets. Measured in `bench/README.md` ("Night of 2026-11-24").
 
 The helper is started with the server and stopped with it. If it dies, the requests it
-owed fail (the server's storage-failure path takes over: it reloads what is durable) and
-the next request starts a new one. It ends by itself when the server's end of the pipe
-closes, so a killed server leaves no helper behind.
+owed fail (the committer writes the batch again, store/group_commit.py) and the next
+request starts a new one. A refused batch is answered with the reason (`e`, a 2-byte
+length, the text), which becomes the error the server reports on /health. It ends by
+itself when the server's end of the pipe closes, so a killed server leaves no helper
+behind.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class StoreHelper:
         self._answers = -1
         #: callbacks of the requests sent, in order (the helper answers in order)
         self._waiting: deque[Done] = deque()
+        #: answer bytes read but not yet whole
+        self._unread = bytearray()
         #: helpers started so far (a restart after a crash counts)
         self.started = 0
 
@@ -72,6 +76,7 @@ class StoreHelper:
         proc = subprocess.Popen(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None
         self._requests, self._answers = proc.stdin.fileno(), proc.stdout.fileno()
+        self._unread = bytearray()
         os.set_blocking(self._answers, False)
         loop.add_reader(self._answers, self._readable)
         self._proc, self._loop = proc, loop
@@ -100,12 +105,30 @@ class StoreHelper:
         if not answers:
             self._lost(StoreHelperError("store helper exited"))
             return
-        for answer in answers:
+        self._unread += answers
+        for error in self._answers_in(self._unread):
             if not self._waiting:
                 log.error("store helper answered a request never made")
                 break
-            done = self._waiting.popleft()
-            done(None if answer == ord("k") else StoreHelperError("store helper failed"))
+            self._waiting.popleft()(error)
+
+    def _answers_in(self, unread: bytearray) -> list[StoreHelperError | None]:
+        """Take the whole answers off the front of `unread`: `k`, or `e` and its reason."""
+        answers: list[StoreHelperError | None] = []
+        while unread:
+            if unread[0] == ord("k"):
+                answers.append(None)
+                del unread[:1]
+                continue
+            if len(unread) < 3:
+                break
+            end = 3 + int.from_bytes(unread[1:3], "big")
+            if len(unread) < end:
+                break
+            reason = unread[3:end].decode("utf-8", "replace") or "store helper failed"
+            answers.append(StoreHelperError(reason))
+            del unread[:end]
+        return answers
 
     def _lost(self, error: BaseException) -> None:
         """The helper is gone: fail what it owed; the next `start` starts another."""

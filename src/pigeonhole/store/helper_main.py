@@ -7,8 +7,9 @@ of JSON, a list of effects, each `[type name, field values...]` (`encode_effects
 request is one transaction (`SqliteStore.write`, `synchronous=NORMAL`) followed by an
 fdatasync of both write-ahead logs (`SqliteStore.sync`): the durability of
 `synchronous=FULL`, as when the server writes and syncs itself. Each request is answered
-with one byte on stdout: `k` once it is durable, `e` if the transaction was rolled back or
-the sync failed (the reason goes to stderr, the server's log). End of input (the server
+on stdout: `k` once it is durable; `e`, a 2-byte big-endian length and the reason (UTF-8)
+if the transaction was rolled back or the sync failed (the reason also goes to stderr, the
+server's log). End of input (the server
 closed the pipe, or died) ends the process; SIGINT, SIGTERM and SIGHUP do not.
 """
 
@@ -69,9 +70,10 @@ def serve(store: SqliteStore, requests: BinaryIO, answers: BinaryIO) -> None:
             if effects:
                 store.write(effects)
             store.sync()
-        except Exception as err:  # rolled back (or not synced): the server recovers
+        except Exception as err:  # rolled back (or not synced): written again later
             print(f"pigeonhole store helper: {err}", file=sys.stderr, flush=True)
-            answer = b"e"
+            reason = str(err).encode("utf-8", "replace")[:1000]
+            answer = b"e" + len(reason).to_bytes(2, "big") + reason
         try:
             answers.write(answer)
             answers.flush()
