@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -261,8 +262,34 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
+#: quotas per client address (since 7c78180) lifted like the connection caps: at 100 in
+#: flight one address holds ~100 nameplates and mailboxes, above the defaults (32 / 64)
+ADDRESS_QUOTAS = {
+    "--max-nameplates-per-address": "60000",
+    "--max-mailboxes-per-address": "60000",
+    "--max-stored-bytes-per-address": str(1 << 40),
+}
+
+
+@functools.cache
+def address_quota_args(python: str) -> tuple[str, ...]:
+    """The ADDRESS_QUOTAS options this Pigeonhole knows (older commits have none)."""
+    out = subprocess.run(
+        [python, "-m", "pigeonhole", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    ).stdout
+    return tuple(x for opt, value in ADDRESS_QUOTAS.items() if opt in out for x in (opt, value))
+
+
 def make_server(
-    spec: ServerSpec, ref_venv: Path, extra: list[str], pigeonhole_python: str | None = None
+    spec: ServerSpec,
+    ref_venv: Path,
+    extra: list[str],
+    pigeonhole_python: str | None = None,
+    lift_quotas: bool = True,
 ) -> Server:
     if spec.storage == "tmpfs":
         data = shm_tmpdir(f"bench-{spec.key}-")
@@ -271,14 +298,14 @@ def make_server(
     port = free_port()
     py = main_python()
     if spec.kind == "pigeonhole":
+        python = os.path.abspath(pigeonhole_python) if pigeonhole_python else py
         argv = [
-            os.path.abspath(pigeonhole_python) if pigeonhole_python else py,
-            "-m", "pigeonhole", "serve",
+            python, "-m", "pigeonhole", "serve",
             "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data / "db"),
             # every client is 127.0.0.1 here: lift the per-address and total caps so the
             # benchmark measures capacity, not the abuse policy
             "--max-connections", "60000", "--max-connections-per-address", "60000",
-            *extra,
+            *(address_quota_args(python) if lift_quotas else ()), *extra,
         ]  # fmt: skip
     elif spec.kind == "reference":
         argv = [

@@ -48,9 +48,12 @@ class MailboxSide:
     mood: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Message:
-    """A stored message without its body (the store has it; `Rendezvous.bodies` may)."""
+    """A stored message without its body (the store has it; `Rendezvous.bodies` may).
+
+    Not `frozen` (effects.py says why: a frozen `__init__` costs 5x); nothing changes one.
+    """
 
     side: str
     phase: str
