@@ -750,6 +750,11 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
         if most[k] is not None and i.get("stopped") != "all held":
             most[k] = f"{most[k]:,} ({i.get('stopped')})"
     add(f"most idle connections held (tried {steps[-1]:,})", most, count)
+    return markdown_table(head, rows)
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table with its columns padded to line up in plain text too."""
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |"]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")

@@ -396,12 +396,7 @@ def table(results: dict[str, Any]) -> str:
                     else f"{s['seconds']:.1f} s ({stored / s['seconds']:.0f} MiB/s)",
                 ]
             )
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |"]
-    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in rows:
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
-    return "\n".join(lines)
+    return run.markdown_table(head, rows)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pigeonhole.protocol.bodies import DEFAULT_CACHE_BYTES
 from pigeonhole.protocol.limits import Limits
 
 LogFormat = Literal["text", "json"]
@@ -76,7 +77,7 @@ class ServerConfig:
     archive_min_request_interval: float = 0.0
     archive_retention_days: int = 30
     #: recent message bodies kept in memory (hex characters); the store holds them all
-    body_cache_bytes: int = 32 * 1024 * 1024
+    body_cache_bytes: int = DEFAULT_CACHE_BYTES
     #: below this many free bytes in the data directory only small bodies are stored and
     #: /health answers 503 (the room left serves real exchanges, the WAL and usage rows)
     disk_free_watermark: int = 128 * 1024 * 1024

@@ -22,7 +22,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from pigeonhole.server.app import MailboxServer
 
 # the WebSocket client of the server tests (tests/server is not on sys.path from here)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from server_support import APPID, Client, Frame, http_get, open_client
+from server_support import APPID, Client, Frame, base_config, http_get, open_client
 
 MiB = 1024 * 1024
 DISK_SIZE = 48 * MiB
@@ -112,25 +111,16 @@ def fill(filler: Path, leave: int) -> int:
 
 
 def config_on(data_dir: Path, **overrides: Any) -> ServerConfig:
-    """As tests/server/conftest.py's base_config, with the disk watch of this test."""
-    config = ServerConfig(
-        host="127.0.0.1",
-        port=0,
-        data_dir=data_dir,
-        motd=None,
-        signal_error=None,
-        advertise_version=None,
-        disallow_list=False,
-        blur_usage=None,
-        prune_expiry=660.0,
-        prune_interval=300.0,
+    """The black-box tests' base_config, with the disk watch of this test."""
+    return base_config(
+        data_dir,
         commit_sync="process",
         disk_free_watermark=WATERMARK,
         disk_check_interval=0.1,
         # a stop with storage still failing gives up after this (a failed run stays short)
         shutdown_timeout=2.0,
+        **overrides,
     )
-    return replace(config, **overrides)
 
 
 @asynccontextmanager

@@ -7,14 +7,12 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import APPID, Client, FakeClock, open_client
+from server_support import APPID, Client, FakeClock, base_config, open_client
 
-from pigeonhole.config import ServerConfig
 from pigeonhole.server.app import MailboxServer
 
 #: durability is proven by the subprocess tests on disk; in-process ones may use tmpfs
@@ -22,22 +20,6 @@ SHM = Path("/dev/shm")
 
 MakeServer = Callable[..., AbstractAsyncContextManager[MailboxServer]]
 Connect = Callable[..., Awaitable[Client]]
-
-
-def base_config(data_dir: Path, **overrides: Any) -> ServerConfig:
-    config = ServerConfig(
-        host="127.0.0.1",
-        port=0,
-        data_dir=data_dir,
-        motd=None,
-        signal_error=None,
-        advertise_version=None,
-        disallow_list=False,
-        blur_usage=None,
-        prune_expiry=660.0,
-        prune_interval=300.0,
-    )
-    return replace(config, **overrides)
 
 
 @pytest.fixture

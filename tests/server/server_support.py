@@ -1,4 +1,5 @@
-"""Black-box helpers: a WebSocket client for the mailbox protocol, a fake clock, HTTP GET.
+"""Black-box helpers: the servers' base config, a mailbox WebSocket client, a fake clock,
+HTTP GET.
 
 The client uses the `websockets` library, independent of the server's aiohttp. It mirrors
 the reference's `WSClient`: `next_non_ack()`, `call()` (expect the ack, then the reply) and
@@ -15,10 +16,13 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
+
+from pigeonhole.config import ServerConfig
 
 Frame = dict[str, Any]
 
@@ -26,6 +30,23 @@ APPID = "lothar.com/wormhole/text-or-file-xfer"
 MAILBOX_ID = re.compile(r"^[a-z2-7]{13}$")
 #: how long one frame may take to arrive before a test fails
 FRAME_TIMEOUT = 5.0
+
+
+def base_config(data_dir: Path, **overrides: Any) -> ServerConfig:
+    """The black-box tests' server: loopback, a free port, the reference's defaults."""
+    config = ServerConfig(
+        host="127.0.0.1",
+        port=0,
+        data_dir=data_dir,
+        motd=None,
+        signal_error=None,
+        advertise_version=None,
+        disallow_list=False,
+        blur_usage=None,
+        prune_expiry=660.0,
+        prune_interval=300.0,
+    )
+    return replace(config, **overrides)
 
 
 class FakeClock:

@@ -13,12 +13,10 @@ import click
 
 from pigeonhole.cli.logs import setup_logging
 from pigeonhole.config import DEFAULT_TRUSTED_PROXIES, CommitSync, ServerConfig
-from pigeonhole.protocol.limits import Limits
+from pigeonhole.protocol.limits import Limits, MiB
 from pigeonhole.server.app import MailboxServer
 
 log = logging.getLogger("pigeonhole.serve")
-
-MiB = 1024 * 1024
 
 
 @click.command()

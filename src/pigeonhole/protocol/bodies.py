@@ -47,7 +47,3 @@ class BodyCache:
         body = self._bodies.pop(seq, None)
         if body is not None:
             self.size -= len(body)
-
-    def clear(self) -> None:
-        self._bodies.clear()
-        self.size = 0

@@ -153,11 +153,10 @@ class Rendezvous:
         return sorted(app.nameplates) if app else []
 
     def allocate(self, app_id: str, side: str, now: float, out: Effects, owner: str = "") -> str:
-        self.ledger.check_nameplate(owner)
-        self.ledger.check_mailbox(owner)
-        app = self.app(app_id)
-        name = find_free_nameplate(app.nameplates, self._random.choose, self._random.randbelow)
-        self.claim(app_id, name, side, now, out, owner)
+        app = self.apps.get(app_id)
+        in_use = app.nameplates if app is not None else ()
+        name = find_free_nameplate(in_use, self._random.choose, self._random.randbelow)
+        self.claim(app_id, name, side, now, out, owner)  # a free name: quotas checked there
         return name
 
     def claim(
@@ -176,7 +175,6 @@ class Rendezvous:
             nameplate = app.nameplates[name] = Nameplate(name, mailbox_id, owner=owner)
             ledger.charge_nameplate(owner)
             out.append(fx.PutNameplate(app_id, name, mailbox_id, self._stored_owner(owner)))
-        assert app is not None
         mine = nameplate.sides.get(side)
         if mine is None:
             nameplate.sides[side] = NameplateSide(True, now)

@@ -156,7 +156,7 @@ class Session:
             handler = _HANDLERS.get(mtype)
             if handler is None:
                 raise ProtocolError(e.UNKNOWN_TYPE)
-            if mtype in _STORING_TYPES and self._rz.ledger.storage_down:
+            if self._rz.ledger.storage_down and mtype in _STORING_TYPES:
                 raise ProtocolError(lim.STORAGE_DOWN)
             handler(self, msg, now, step)
         except ProtocolError as err:

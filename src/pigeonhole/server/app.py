@@ -34,7 +34,7 @@ from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.bodies import BodyCache
 from pigeonhole.protocol.channels import Randomness, Rendezvous
-from pigeonhole.protocol.limits import LIMIT_ERRORS
+from pigeonhole.protocol.limits import LIMIT_ERRORS, STORAGE_DOWN
 from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
@@ -156,7 +156,7 @@ class MailboxServer:
     def _refusing(self) -> str | None:
         """Why nothing new is stored now (the archive refuses envelopes then), or None."""
         if self.storage_error is not None:
-            return "server storage is failing: try again later"
+            return STORAGE_DOWN
         if self.disk.low:
             return "server is low on disk space: nothing is archived now"
         return None

@@ -27,9 +27,8 @@ class BodyLoader:
     def __init__(self, channel_path: Path) -> None:
         self._reader = BodyReader(channel_path)
         self._executor: ThreadPoolExecutor | None = None
-        #: replays that needed the store, and the body bytes (hex) read for them
+        #: replays that needed the store
         self.loads = 0
-        self.loaded_chars = 0
 
     async def fill(
         self, app_id: str, mailbox_id: str, frames: dict[int, Frame], after: Commit | None
@@ -48,7 +47,6 @@ class BodyLoader:
             if body is None:  # deleted meanwhile (every side closed it elsewhere)
                 raise LookupError(f"message {seq} of a replay is no longer stored")
             frame["body"] = body
-            self.loaded_chars += len(body)
 
     def close(self) -> None:
         if self._executor is not None:

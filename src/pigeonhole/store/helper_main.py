@@ -9,8 +9,8 @@ fdatasync of both write-ahead logs (`SqliteStore.sync`): the durability of
 `synchronous=FULL`, as when the server writes and syncs itself. Each request is answered
 on stdout: `k` once it is durable; `e`, a 2-byte big-endian length and the reason (UTF-8)
 if the transaction was rolled back or the sync failed (the reason also goes to stderr, the
-server's log). End of input (the server
-closed the pipe, or died) ends the process; SIGINT, SIGTERM and SIGHUP do not.
+server's log). End of input (the server closed the pipe, or died) ends the process;
+SIGINT, SIGTERM and SIGHUP do not.
 """
 
 from __future__ import annotations

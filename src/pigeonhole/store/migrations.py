@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 
 class DatabaseError(Exception):
@@ -22,16 +24,18 @@ def schema_sql(name: str, version: int) -> str:
     return (resources.files("pigeonhole.store") / "schema" / f"{name}-v{version}.sql").read_text()
 
 
-def _unhex(text: str) -> bytes:
-    return bytes.fromhex(text)
+#: SQL functions an upgrade script calls, by name (the caller's own conversions)
+SqlFunctions = Mapping[str, Callable[[Any], Any]]
 
 
-def create_or_check(path: Path, name: str, version: int) -> None:
+def create_or_check(
+    path: Path, name: str, version: int, functions: SqlFunctions | None = None
+) -> None:
     """Create `path` from the schema if missing; else upgrade it to `version`, or check it."""
     if path.exists():
         found = _read_version(path)
         while found is not None and found < version and _has_upgrade(name, found):
-            _upgrade(path, name, found)
+            _upgrade(path, name, found, functions or {})
             found += 1
         if found != version:
             raise DatabaseError(f"{path}: unable to handle db version {found} (want {version})")
@@ -70,11 +74,12 @@ def _has_upgrade(name: str, version: int) -> bool:
     return (resources.files("pigeonhole.store") / "schema" / _upgrade_name(name, version)).is_file()
 
 
-def _upgrade(path: Path, name: str, version: int) -> None:
+def _upgrade(path: Path, name: str, version: int, functions: SqlFunctions) -> None:
     script = resources.files("pigeonhole.store") / "schema" / _upgrade_name(name, version)
     db = sqlite3.connect(path, isolation_level=None)
     try:
-        db.create_function("unhex", 1, _unhex, deterministic=True)
+        for function_name, function in functions.items():
+            db.create_function(function_name, 1, function, deterministic=True)
         db.execute("BEGIN IMMEDIATE")
         try:
             for statement in _statements(script.read_text()):

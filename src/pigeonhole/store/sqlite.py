@@ -8,9 +8,9 @@ one sync serves many transactions (store/group_commit.py). Readers (`export-usag
 operators' tools) never block the writer. The usage database is ATTACHed to the same
 connection so one transaction covers both (atomic per file in WAL mode). Message bodies
 are stored as bytes and are not loaded with the state: `BodyReader` reads a mailbox's
-bodies when a replay needs them. By default the
-server's store helper process (store/helper.py) has its own connection and does `write`
-and `sync`; the event loop's connection loads the state and serves reads. With
+bodies when a replay needs them. By default the server's store helper process
+(store/helper.py) has its own connection and does `write` and `sync`; the event loop's
+connection loads the state and serves reads. With
 `--commit-sync thread` or `loop`, `write` runs on the loop's thread and `sync`, which only
 touches file descriptors, in a worker thread or on the loop.
 """
@@ -56,7 +56,10 @@ class SqliteStore:
 
     def open(self) -> None:
         self._channel_path.parent.mkdir(parents=True, exist_ok=True)
-        create_or_check(self._channel_path, "channel", CHANNEL_VERSION)
+        # the v1 -> v2 upgrade turns hex text into bytes the way `_put_message` does
+        create_or_check(
+            self._channel_path, "channel", CHANNEL_VERSION, {"stored_body": _stored_body}
+        )
         create_or_check(self._usage_path, "usage", USAGE_VERSION)
         db = sqlite3.connect(self._channel_path, isolation_level=None, check_same_thread=False)
         db.execute("ATTACH DATABASE ? AS usage", (str(self._usage_path),))

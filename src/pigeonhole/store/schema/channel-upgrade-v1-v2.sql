@@ -1,5 +1,6 @@
 -- Upgrade a channel database from version 1 to 2 (run in one transaction, with the
--- Python function unhex(text) -> bytes registered: SQLite 3.40 has none built in).
+-- Python function stored_body(hex) registered by store/sqlite.py: the bytes the hex
+-- spells, or the text as sent if it has capitals, as new rows are written).
 -- Bodies become bytes; nameplates and mailboxes get an owner (NULL: charged to nobody).
 
 CREATE TABLE messages_v2 (
@@ -14,7 +15,8 @@ CREATE TABLE messages_v2 (
     owner TEXT
 );
 INSERT INTO messages_v2 (seq, app_id, mailbox_id, side, phase, body, server_rx, msg_id)
-    SELECT seq, app_id, mailbox_id, side, phase, CASE WHEN body = lower(body) AND body <> '' THEN unhex(body) ELSE body END, server_rx, msg_id FROM messages;
+    SELECT seq, app_id, mailbox_id, side, phase, stored_body(body), server_rx, msg_id
+    FROM messages;
 DROP TABLE messages;
 ALTER TABLE messages_v2 RENAME TO messages;
 CREATE INDEX messages_mailbox_idx ON messages (app_id, mailbox_id);
