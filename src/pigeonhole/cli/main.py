@@ -19,6 +19,7 @@ LAZY_COMMANDS = {
     "export-usage": "pigeonhole.cli.usage:export_usage",
     "report": "pigeonhole.cli.usage:report",
     "demo-data": "pigeonhole.cli.usage:demo_data",
+    "import-reference": "pigeonhole.cli.migrate:import_reference_command",
 }
 
 

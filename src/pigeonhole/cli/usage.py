@@ -18,10 +18,16 @@ from pigeonhole import pipeline
 @click.command("export-usage")
 @click.option(
     "--data-dir",
-    required=True,
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="The server's data directory; DATA_DIR/usage.sqlite is read (read-only).",
+)
+@click.option(
+    "--reference-usage-db",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Instead: the reference server's usage database (its --usage-db), read-only;"
+    " safe while it runs.",
 )
 @click.option(
     "--out",
@@ -37,10 +43,17 @@ from pigeonhole import pipeline
     type=click.IntRange(min=1),
     help="Rows read from SQLite at a time (bounds memory).",
 )
-def export_usage(data_dir: Path, out_dir: Path, page_rows: int) -> None:
+def export_usage(
+    data_dir: Path | None, reference_usage_db: Path | None, out_dir: Path, page_rows: int
+) -> None:
     """Export finished usage records to day-partitioned Parquet; safe while the server runs."""
+    if (data_dir is None) == (reference_usage_db is None):
+        raise click.UsageError("give exactly one of --data-dir and --reference-usage-db")
     config = pipeline.ExportConfig(
-        db_path=data_dir / "usage.sqlite", out_dir=out_dir, page_rows=page_rows
+        db_path=reference_usage_db or data_dir / "usage.sqlite",  # type: ignore[operator]
+        out_dir=out_dir,
+        page_rows=page_rows,
+        reference=reference_usage_db is not None,
     )
     try:
         result = pipeline.export_usage(config)

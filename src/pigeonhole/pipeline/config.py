@@ -16,6 +16,8 @@ class ExportConfig:
     out_dir: Path
     #: rows read from SQLite per page; bounds the exporter's memory
     page_rows: int = 200_000
+    #: `db_path` is the reference server's usage database (v1 or v2), not ours
+    reference: bool = False
 
 
 @dataclass(frozen=True)

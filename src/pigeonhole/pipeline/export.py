@@ -1,5 +1,9 @@
 """`export-usage`: copy new usage rows from the server's SQLite database into the dataset.
 
+The source is Pigeonhole's `usage.sqlite`, or the reference server's usage database read
+as it is (migrate/reference.py maps its rows to ours; its row ids serve as ours, and
+`import-reference` keeps them, so one dataset can follow an operator across the switch).
+
 The database is opened read-only through a `file:...?mode=ro` URI, and every table is read
 inside one read transaction, so the export sees one consistent snapshot while the server
 keeps writing (WAL readers never block the writer). Rows are copied by their growing `id`
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
+from pigeonhole.migrate import reference as ref
 from pigeonhole.pipeline.config import ExportConfig
 from pigeonhole.pipeline.dataset import (
     CURRENT_SCHEMA,
@@ -42,16 +47,16 @@ def export_usage(config: ExportConfig) -> CommitResult:
     writer = DatasetWriter(config.out_dir)
     writer.recover()
     cursor = writer.cursor()
-    con = sqlite3.connect(f"{config.db_path.resolve().as_uri()}?mode=ro", uri=True)
-    con.isolation_level = None
+    con, queries, current_sql = _reference(config) if config.reference else _pigeonhole(config)
     try:
         con.execute("BEGIN")  # one snapshot for every table
-        _check_version(con)
-        for table in SCHEMAS:
-            for page in _pages(con, table, cursor[table], config.page_rows):
+        for table, (sql, last_sql) in queries.items():
+            (last,) = con.execute(last_sql).fetchone()
+            _check_cursor(config, table, cursor[table], last)
+            for page in _pages(con, sql, table, cursor[table], config.page_rows):
                 writer.stage(table, page)
                 cursor[table] = int(page.column("id")[-1].as_py())
-        current = _current(con)
+        current = _current(con, current_sql)
         if current is not None:
             writer.stage_current(current)
         con.execute("COMMIT")
@@ -60,15 +65,59 @@ def export_usage(config: ExportConfig) -> CommitResult:
     return writer.commit(cursor)
 
 
+#: per exported table: (SELECT of a page of rows after an id, SELECT of the last id)
+Queries = dict[str, tuple[str, str]]
+_CURRENT = "SELECT rebooted, updated, blur_time, connections FROM current"
+
+
+def _pigeonhole(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
+    con = ref.open_read_only(config.db_path)
+    try:
+        _check_version(con)
+    except BaseException:
+        con.close()
+        raise
+    queries = {
+        table: (
+            f"SELECT {', '.join(_COLUMNS[table])} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
+            f"SELECT max(id) FROM {table}",
+        )
+        for table in SCHEMAS
+    }
+    return con, queries, _CURRENT
+
+
+def _reference(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
+    """The reference's usage tables its version has (it keeps no connection counts)."""
+    try:
+        opened = ref.open_usage(config.db_path)
+    except (ref.ReferenceError, sqlite3.Error) as err:
+        raise ExportError(f"{config.db_path}: {err}") from err
+    queries = {
+        table: (ref.usage_query(table, paged=True), f"SELECT max(rowid) FROM `{table}`")
+        for table in ref.usage_tables(opened)
+    }
+    return opened.con, queries, ref.CURRENT_QUERY
+
+
 def _check_version(con: sqlite3.Connection) -> None:
     row = con.execute("SELECT version FROM version").fetchone()
     if row is None or row[0] not in _SUPPORTED_DB_VERSIONS:
         raise ExportError(f"unsupported usage database version: {row and row[0]}")
 
 
-def _pages(con: sqlite3.Connection, table: str, after: int, size: int) -> Iterator[pa.Table]:
-    columns = ", ".join(_COLUMNS[table])
-    sql = f"SELECT {columns} FROM {table} WHERE id > ? ORDER BY id LIMIT ?"
+def _check_cursor(config: ExportConfig, table: str, cursor: int, last: int | None) -> None:
+    """A dataset whose cursor is past the database's last row came from another database."""
+    if cursor > (last or 0):
+        raise ExportError(
+            f"{config.out_dir} was exported up to {table} id {cursor}, but {config.db_path}"
+            f" ends at {last or 0}: it was made from another database; export to a new --out"
+        )
+
+
+def _pages(
+    con: sqlite3.Connection, sql: str, table: str, after: int, size: int
+) -> Iterator[pa.Table]:
     while True:
         rows = con.execute(sql, (after, size)).fetchall()
         if not rows:
@@ -94,8 +143,8 @@ def _to_arrow(table: str, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _current(con: sqlite3.Connection) -> pa.Table | None:
-    row = con.execute("SELECT rebooted, updated, blur_time, connections FROM current").fetchone()
+def _current(con: sqlite3.Connection, sql: str) -> pa.Table | None:
+    row = con.execute(sql).fetchone()
     if row is None:
         return None
     times = seconds_to_micros(np.array(row[:2]))

@@ -58,7 +58,7 @@ class SqliteStore:
         self._channel_path.parent.mkdir(parents=True, exist_ok=True)
         # the v1 -> v2 upgrade turns hex text into bytes the way `_put_message` does
         create_or_check(
-            self._channel_path, "channel", CHANNEL_VERSION, {"stored_body": _stored_body}
+            self._channel_path, "channel", CHANNEL_VERSION, {"stored_body": stored_body}
         )
         create_or_check(self._usage_path, "usage", USAGE_VERSION)
         db = sqlite3.connect(self._channel_path, isolation_level=None, check_same_thread=False)
@@ -228,7 +228,7 @@ def _put_message(db: sqlite3.Connection, e: fx.PutMessage) -> None:
             e.mailbox_id,
             e.side,
             e.phase,
-            _stored_body(e.body),
+            stored_body(e.body),
             e.server_rx,
             orjson.dumps(e.msg_id),
             e.owner,
@@ -236,7 +236,7 @@ def _put_message(db: sqlite3.Connection, e: fx.PutMessage) -> None:
     )
 
 
-def _stored_body(body: str) -> bytes | str:
+def stored_body(body: str) -> bytes | str:
     """The bytes a hex body spells; a body with capitals stays text, to come back verbatim.
 
     Every real client sends lowercase (or digits only); the reference echoes whatever

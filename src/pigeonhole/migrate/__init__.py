@@ -1,0 +1,1 @@
+"""Moving from the reference server: reading its databases read-only, importing them."""

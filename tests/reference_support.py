@@ -1,0 +1,108 @@
+"""The reference mailbox server (magic-wormhole-mailbox-server 0.8.0) as a subprocess.
+
+`scripts/setup --test` installs it into the project's venv (`twist wormhole-mailbox`).
+It listens on 127.0.0.1 only, keeps its databases where the test says, and is stopped
+by its PID (SIGTERM, as systemd stops it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TWIST = Path(sys.executable).parent / "twist"
+REFERENCE_SCHEMAS = "wormhole_mailbox_server/db-schemas"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def reference_schema(name: str) -> str:
+    """One of the reference's own schema files, from the installed package."""
+    import wormhole_mailbox_server  # type: ignore[import-untyped]
+
+    return (Path(wormhole_mailbox_server.__file__).parent / "db-schemas" / name).read_text()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class ReferenceServer:
+    """`twist wormhole-mailbox` with `channel_db` and `usage_db` in `workdir`."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        if not TWIST.exists():
+            pytest.skip("the reference server is not installed (scripts/setup --test does it)")
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.channel_db = workdir / "relay.sqlite"
+        self.usage_db = workdir / "usage.sqlite"
+        self.log_path = workdir / "reference.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1"
+
+    def start(self, ready_timeout: float = 30.0) -> None:
+        self.proc = subprocess.Popen(
+            [
+                str(TWIST),
+                "--log-format=text",
+                f"--log-file={self.log_path}",
+                "wormhole-mailbox",
+                f"--port=tcp:{self.port}:interface=127.0.0.1",
+                f"--channel-db={self.channel_db}",
+                f"--usage-db={self.usage_db}",
+            ],
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"the reference exited with {self.proc.returncode}:\n{self.log_text()[-2000:]}"
+                )
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=1),
+            ):
+                return
+            assert time.monotonic() < deadline, "the reference did not listen in time"
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (SIGKILL after `timeout`) and wait; returns the exit status."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
