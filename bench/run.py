@@ -35,7 +35,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +166,8 @@ class Server:
     port: int
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    #: Pigeonhole's admin listener (/status, /status.json), when this version has one
+    admin_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -284,6 +288,52 @@ def address_quota_args(python: str) -> tuple[str, ...]:
     return tuple(x for opt, value in ADDRESS_QUOTAS.items() if opt in out for x in (opt, value))
 
 
+@functools.cache
+def has_admin_listener(python: str) -> bool:
+    """Whether this Pigeonhole's `serve` has --admin-port (older commits have none)."""
+    out = subprocess.run(
+        [python, "-m", "pigeonhole", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    ).stdout
+    return "--admin-port" in out
+
+
+class StatusPoller:
+    """The status page left open: /status once, then /status.json every `interval` s."""
+
+    def __init__(self, port: int, interval: float) -> None:
+        self._base = f"http://127.0.0.1:{port}"
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.polls = 0
+        self.errors = 0
+
+    def _get(self, path: str) -> None:
+        try:
+            with urllib.request.urlopen(self._base + path, timeout=5) as answer:
+                answer.read()
+            self.polls += 1
+        except OSError:
+            self.errors += 1
+
+    def _run(self) -> None:
+        self._get("/status")
+        while not self._stop.wait(self._interval):
+            self._get("/status.json")
+
+    def __enter__(self) -> StatusPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def make_server(
     spec: ServerSpec,
     ref_venv: Path,
@@ -307,6 +357,10 @@ def make_server(
             "--max-connections", "60000", "--max-connections-per-address", "60000",
             *(address_quota_args(python) if lift_quotas else ()), *extra,
         ]  # fmt: skip
+        if has_admin_listener(python):  # a free admin port: its default may be taken
+            admin_port = free_port()
+            argv += ["--admin-port", str(admin_port)]
+            return Server(spec, argv, data, port, admin_port=admin_port)
     elif spec.kind == "reference":
         argv = [
             str(ref_venv / "bin" / "twist"), "wormhole-mailbox",
@@ -359,6 +413,9 @@ class LevelResult:
     server_mem_kib: float = 0.0
     other_cores: float = 0.0
     warmup: float = 0.0
+    #: with --status-poll: the page's requests answered during the level, and failed
+    status_polls: int = 0
+    status_errors: int = 0
 
 
 def machine_busy_seconds() -> float:
@@ -370,6 +427,19 @@ def machine_busy_seconds() -> float:
 
 
 def run_level(server: Server, concurrency: int, args: argparse.Namespace) -> LevelResult:
+    poller = (
+        StatusPoller(server.admin_port, args.status_poll)
+        if args.status_poll and server.admin_port is not None
+        else contextlib.nullcontext()
+    )
+    with poller:
+        r = _run_level(server, concurrency, args)
+    if isinstance(poller, StatusPoller):
+        r.status_polls, r.status_errors = poller.polls, poller.errors
+    return r
+
+
+def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> LevelResult:
     procs = 1 if concurrency < args.procs_from else args.procs
     procs = max(1, min(procs, concurrency))
     measure, drain = args.measure, args.drain
@@ -904,6 +974,14 @@ def main() -> None:
     ap.add_argument("--native", action="store_true", help="with --profile: native frames too")
     ap.add_argument("--pigeonhole-arg", action="append", default=[], help="extra serve option")
     ap.add_argument(
+        "--status-poll",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep Pigeonhole's status page open: /status.json every SECONDS (the page's "
+        "default is 2) through each level",
+    )
+    ap.add_argument(
         "--pigeonhole-python",
         default=None,
         help="interpreter for Pigeonhole (default: this repository's .venv)",
@@ -944,6 +1022,7 @@ def main() -> None:
         "warmup": args.warmup,
         "measure": args.measure,
         "messages": args.messages,
+        "status_poll": args.status_poll,
         "servers": {},
     }
     for key in wanted:
@@ -976,6 +1055,8 @@ def main() -> None:
                     f" ({lr.procs} procs)  failed {lr.failed}/{lr.started}"
                     f"{' ' + str(lr.failures) if lr.failures else ''}"
                     f"{f' unfinished {lr.unfinished}' if lr.unfinished else ''}"
+                    f"{f'  status polls {lr.status_polls}' if lr.status_polls else ''}"
+                    f"{f' ({lr.status_errors} failed)' if lr.status_errors else ''}"
                 )
                 if not server.alive():
                     log(f"  {spec.label} died; see {server.log_path}")

@@ -12,6 +12,10 @@ from collections.abc import Generator
 
 import pytest
 
+#: every `pigeonhole serve` a test starts takes a free admin port unless the test names one
+#: (the default, 4080, would be shared by servers running at once)
+os.environ.setdefault("PIGEONHOLE_SERVE_ADMIN_PORT", "0")
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(

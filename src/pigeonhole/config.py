@@ -22,6 +22,9 @@ PeerDelivery = Literal["immediate", "durable"]
 #: the usual deployment, and only it can set X-Real-IP / X-Real-Port.
 DEFAULT_TRUSTED_PROXIES: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
 
+#: the admin listener's port: beside the mailbox's 4000, clear of the transit relay's 4001
+DEFAULT_ADMIN_PORT = 4080
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -84,6 +87,16 @@ class ServerConfig:
     disk_check_interval: float = 1.0
     #: repeated refusals of one kind are logged once per interval, then as a count
     log_summary_interval: float = 60.0
+    #: the admin listener (/status, /status.json, /metrics, /health; docs/status.md):
+    #: plain HTTP for operators only, so loopback by default; False: no admin listener
+    admin: bool = True
+    admin_host: str = "127.0.0.1"
+    #: 0: a free port (tests; `MailboxServer.admin_port` tells which)
+    admin_port: int = DEFAULT_ADMIN_PORT
+    #: also answer /metrics on the public listener (it was there before the admin one)
+    public_metrics: bool = False
+    #: seconds between the status page's refreshes from /status.json
+    status_refresh: float = 2.0
 
     @property
     def channel_db(self) -> Path:

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+#: each running server's admin port (/metrics, /status.json), by its WebSocket URL
+ADMIN_PORTS: dict[str, int] = {}
 
 
 def free_port() -> int:
@@ -28,7 +30,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_server(data_dir: Path, *options: str) -> Iterator[tuple[str, int]]:
     """`pigeonhole serve` on a free loopback port: (WebSocket URL, PID); stopped by PID."""
-    port = free_port()
+    port, admin_port = free_port(), free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -37,6 +39,8 @@ def running_server(data_dir: Path, *options: str) -> Iterator[tuple[str, int]]:
             "serve",
             "--port",
             str(port),
+            "--admin-port",
+            str(admin_port),
             "--data-dir",
             str(data_dir),
             "--log-level",
@@ -53,9 +57,12 @@ def running_server(data_dir: Path, *options: str) -> Iterator[tuple[str, int]]:
             break
         except OSError:
             time.sleep(0.1)
+    url = f"ws://127.0.0.1:{port}/v1"
+    ADMIN_PORTS[url] = admin_port
     try:
-        yield f"ws://127.0.0.1:{port}/v1", proc.pid
+        yield url, proc.pid
     finally:
+        del ADMIN_PORTS[url]
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(10)
@@ -63,6 +70,11 @@ def running_server(data_dir: Path, *options: str) -> Iterator[tuple[str, int]]:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, "the server must survive the floods and stop cleanly"
+
+
+def metrics_url(url: str) -> str:
+    """/metrics of the server at WebSocket `url` (on its admin listener)."""
+    return f"http://127.0.0.1:{ADMIN_PORTS[url]}/metrics"
 
 
 def get(url: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import websockets
-from abuse_support import get, running_server, transfer
+from abuse_support import get, metrics_url, running_server, transfer
 
 pytestmark = pytest.mark.interop
 
@@ -108,11 +108,10 @@ async def slow_reader(url: str, outcomes: Counter[str]) -> None:
 
 async def slow_readers_dropped(url: str, expected: int) -> int:
     """The server's own count of slow readers it dropped (they cannot see a close)."""
-    metrics_url = url.replace("ws://", "http://").replace("/v1", "/metrics")
     pattern = 'pigeonhole_limit_hits_total{limit="slow reader"}'
     found = 0
     for _ in range(150):
-        text = await asyncio.to_thread(get, metrics_url)
+        text = await asyncio.to_thread(get, metrics_url(url))
         if pattern in text:
             found = int(text.split(pattern)[1].split()[0])
             if found >= expected:

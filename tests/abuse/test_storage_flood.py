@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import websockets
-from abuse_support import get, running_server, transfer
+from abuse_support import get, metrics_url, running_server, transfer
 
 pytestmark = pytest.mark.interop
 
@@ -96,9 +96,7 @@ async def test_a_storage_flood_is_refused_at_the_quota_while_real_transfers_succ
     for text, result in zip(texts, results[2:], strict=True):
         send_rc, receive_rc, received = result
         assert (send_rc, receive_rc, received) == (0, 0, text)
-    metrics = await asyncio.to_thread(
-        get, url.replace("ws://", "http://").replace("/v1", "/metrics")
-    )
+    metrics = await asyncio.to_thread(get, metrics_url(url))
     stored = _gauge(metrics, "pigeonhole_stored_bytes")
     assert 2 * QUOTA <= stored < 2 * QUOTA + MiB  # the two floods, plus the real exchanges
     assert _gauge(metrics, "pigeonhole_body_cache_bytes") < MiB  # the bodies are not on the heap

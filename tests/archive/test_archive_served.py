@@ -28,9 +28,18 @@ def _run(*args: str) -> str:
 
 def test_serve_archives_and_serves_envelopes(tmp_path: Path) -> None:
     """Envelopes posted through the CLI are served back by query, and counted in /metrics."""
-    port = _free_port()
+    port, admin_port = _free_port(), _free_port()
     server = subprocess.Popen(
-        [*PIGEONHOLE, "serve", "--port", str(port), "--data-dir", str(tmp_path)],
+        [
+            *PIGEONHOLE,
+            "serve",
+            "--port",
+            str(port),
+            "--admin-port",
+            str(admin_port),
+            "--data-dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -65,7 +74,8 @@ def test_serve_archives_and_serves_envelopes(tmp_path: Path) -> None:
         got = [json.loads(line) for line in lines]
         assert sorted(g["hash"] for g in got[:-1]) == sorted(hashes)
         assert got[-1]["cursor"] is None
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        admin = f"http://127.0.0.1:{admin_port}"  # /metrics is on the admin listener
+        metrics = urllib.request.urlopen(f"{admin}/metrics").read().decode()
         assert "pigeonhole_archive_archived_total 4" in metrics
         assert (tmp_path / "archive.sqlite").exists()
     finally:

@@ -160,7 +160,7 @@ async def health_becomes(srv: MailboxServer, status: int, text: str) -> str:
 
 async def metrics(srv: MailboxServer) -> dict[str, float]:
     """Every sample of /metrics, keyed by its name with labels."""
-    status, _, body = await http_get(f"http://127.0.0.1:{srv.port}/metrics")
+    status, _, body = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
     assert status == 200, body
     samples = {}
     for line in body.splitlines():

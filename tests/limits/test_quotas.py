@@ -228,6 +228,6 @@ async def test_below_the_disk_watermark_only_small_bodies_are_stored(
         assert [(e.hash, e.description) for e in refused] == [
             (envelope.hash, "server is low on disk space: nothing is archived now")
         ]
-        _, _, metrics = await http_get(f"http://127.0.0.1:{srv.port}/metrics")
+        _, _, metrics = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
         assert "pigeonhole_disk_low 1\n" in metrics
         assert 'pigeonhole_limit_hits_total{limit="server is low on disk space' in metrics

@@ -89,7 +89,8 @@ async def test_metrics_and_health(start_server: StartServer) -> None:
         await call(ws, type="claim", nameplate="5")
         await call(ws, type="claim", nameplate="6")  # only one claim per connection
         base = f"http://127.0.0.1:{srv.port}"
-        status, body = await asyncio.to_thread(_get, base + "/metrics")
+        admin = f"http://127.0.0.1:{srv.admin_port}"
+        status, body = await asyncio.to_thread(_get, admin + "/metrics")
         assert status == 200
         assert 'pigeonhole_commands_total{type="claim"} 2' in body
         assert 'pigeonhole_errors_total{error="only one claim per connection"} 1' in body

@@ -11,6 +11,7 @@ one the dataset came from is refused instead of silently skipping rows.
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,13 @@ from migrate_support import bound, on_reference, rows, run_import
 from server_support import base_config
 
 from pigeonhole.cli.usage import export_usage
+from pigeonhole.pipeline import export as export_module
 from pigeonhole.server.app import MailboxServer
-from reference_support import ReferenceServer, sha256
+from reference_support import ReferenceServer, reference_schema, sha256
 
 pytestmark = pytest.mark.slow
+#: rows in the reference usage database of the locking test: several pages
+ROWS = 12_000
 
 
 def export(*args: str) -> Any:
@@ -118,3 +122,44 @@ def test_a_file_that_is_not_a_reference_usage_database_is_refused(tmp_path: Path
         "--reference-usage-db", str(garbage), "--data-dir", str(tmp_path), "--out", str(tmp_path)
     )
     assert both.exit_code == 2 and "exactly one of" in both.output
+
+
+def test_the_export_never_holds_off_the_references_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference's usage database is not in WAL mode: while a reader holds its lock,
+    the reference cannot commit (it gives up after 5 s). The export reads in short
+    statements, so between pages nothing is held: a commit that waits for nobody
+    (timeout 0), tried between every two pages, always succeeds."""
+    db = tmp_path / "usage.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(reference_schema("usage-v2.sql"))
+    con.execute("INSERT INTO version VALUES (2)")
+    row = ("app", 1, 1_700_000_000.5, 10.0, 2.0, "happy")
+    con.executemany("INSERT INTO mailboxes VALUES (?,?,?,?,?,?)", [row] * ROWS)
+    con.commit()
+    con.close()
+    outcomes: list[str] = []
+    to_arrow = export_module._to_arrow
+
+    def commit_between_pages(table: str, rows: Any) -> Any:
+        writer = sqlite3.connect(db, timeout=0)
+        try:
+            writer.execute("INSERT INTO mailboxes VALUES (?,?,?,?,?,?)", row)
+            writer.commit()
+            outcomes.append("committed")
+        except sqlite3.OperationalError as err:
+            outcomes.append(str(err))
+        finally:
+            writer.close()
+        return to_arrow(table, rows)
+
+    monkeypatch.setattr(export_module, "_to_arrow", commit_between_pages)
+    pages = str(export_module.REFERENCE_READ_ROWS)  # one read per page here
+    result = export(
+        "--reference-usage-db", str(db), "--out", str(tmp_path / "out"), "--page-rows", pages
+    )
+    assert result.exit_code == 0, result.output
+    assert len(outcomes) >= ROWS // export_module.REFERENCE_READ_ROWS
+    assert set(outcomes) == {"committed"}
+    assert len(exported(tmp_path / "out", "mailboxes")) >= ROWS

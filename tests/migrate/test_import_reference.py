@@ -222,7 +222,7 @@ def test_files_it_does_not_understand_are_refused_and_nothing_is_written(
     cases = {
         garbage: "not a SQLite database",
         foreign: "has no `version` table",
-        future: "version 3 is not one this import reads",
+        future: "version 3 is not one Pigeonhole reads",
         ours / "channel.sqlite": "table `nameplates` lacks",
         damaged: "damaged",
     }

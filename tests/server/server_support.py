@@ -33,10 +33,11 @@ FRAME_TIMEOUT = 5.0
 
 
 def base_config(data_dir: Path, **overrides: Any) -> ServerConfig:
-    """The black-box tests' server: loopback, a free port, the reference's defaults."""
+    """The black-box tests' server: loopback, free ports, the reference's defaults."""
     config = ServerConfig(
         host="127.0.0.1",
         port=0,
+        admin_port=0,
         data_dir=data_dir,
         motd=None,
         signal_error=None,

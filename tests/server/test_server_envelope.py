@@ -289,7 +289,7 @@ async def test_http_metrics(server, bound):
     """GET /metrics is Prometheus text."""
     client = await bound("s")
     await client.claim("1")
-    status, ctype, body = await http_get(f"http://127.0.0.1:{server.port}/metrics")
+    status, ctype, body = await http_get(f"http://127.0.0.1:{server.admin_port}/metrics")
     assert status == 200
     assert ctype.startswith("text/plain")
     samples = {}

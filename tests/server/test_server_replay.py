@@ -30,7 +30,7 @@ async def test_a_replay_reads_bodies_the_cache_does_not_hold(make_server, bound)
         replayed = [strip(f) for f in await receiver.open("mbox")]
         assert replayed == sent  # same bodies, ids and order as the echoes
         assert srv.bodies.loads == 1
-        _, _, metrics = await http_get(f"http://127.0.0.1:{srv.port}/metrics")
+        _, _, metrics = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
         assert "pigeonhole_replay_store_reads_total 1\n" in metrics
         assert "pigeonhole_stored_bytes 300004\n" in metrics
 

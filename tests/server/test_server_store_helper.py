@@ -51,7 +51,7 @@ async def test_a_helper_killed_holding_a_batch_is_replaced_and_the_batch_written
         assert {"id": "1"} in listed and {"id": "2"} in listed
         other = await bound("other", srv=srv)
         assert await other.claim("1") == mailbox  # the confirmed claim is there too
-        status, _, body = await http_get(f"http://127.0.0.1:{srv.port}/metrics")
+        status, _, body = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
         assert status == 200
         assert "pigeonhole_store_helper_starts_total 2\n" in body
         assert "pigeonhole_storage_failures_total 1\n" in body

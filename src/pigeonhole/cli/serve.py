@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
+import json
 import logging
 import signal
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import click
 
+from pigeonhole.cli.config_file import config_option
 from pigeonhole.cli.logs import setup_logging
-from pigeonhole.config import DEFAULT_TRUSTED_PROXIES, CommitSync, ServerConfig
+from pigeonhole.config import (
+    DEFAULT_ADMIN_PORT,
+    DEFAULT_TRUSTED_PROXIES,
+    CommitSync,
+    ServerConfig,
+)
 from pigeonhole.protocol.limits import Limits, MiB
 from pigeonhole.server.app import MailboxServer
 
@@ -20,6 +28,7 @@ log = logging.getLogger("pigeonhole.serve")
 
 
 @click.command()
+@config_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=4000, show_default=True, type=int, help="TCP port.")
 @click.option(
@@ -293,6 +302,37 @@ log = logging.getLogger("pigeonhole.serve")
     help="Delete archived envelopes older than this.",
 )
 @click.option(
+    "--admin/--no-admin",
+    default=True,
+    show_default=True,
+    help="Serve the admin listener: /status, /status.json, /metrics, /health (docs/status.md).",
+)
+@click.option(
+    "--admin-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the admin listener: loopback or a private network, never the world.",
+)
+@click.option(
+    "--admin-port",
+    default=DEFAULT_ADMIN_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port of the admin listener (0: any free port).",
+)
+@click.option(
+    "--public-metrics",
+    is_flag=True,
+    help="Also answer /metrics on the public listener, as before the admin listener.",
+)
+@click.option(
+    "--status-refresh",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0.5),
+    help="Seconds between the status page's refreshes.",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -300,6 +340,11 @@ log = logging.getLogger("pigeonhole.serve")
     help="Log line format.",
 )
 @click.option("--log-level", default="INFO", show_default=True, help="Log level.")
+@click.option(
+    "--check-config",
+    is_flag=True,
+    help="Print the settings as resolved (command line, environment, --config file) and exit.",
+)
 def serve(
     host: str,
     port: int,
@@ -345,8 +390,14 @@ def serve(
     archive_password: str,
     archive_min_request_interval: float,
     archive_retention_days: int,
+    admin: bool,
+    admin_host: str,
+    admin_port: int,
+    public_metrics: bool,
+    status_refresh: float,
     log_format: str,
     log_level: str,
+    check_config: bool,
 ) -> None:
     """Run the mailbox server (WebSocket at ws://HOST:PORT/v1)."""
     setup_logging(log_format, log_level)
@@ -405,9 +456,22 @@ def serve(
         body_cache_bytes=body_cache_bytes,
         disk_free_watermark=disk_free_watermark,
         log_summary_interval=log_summary_interval,
+        admin=admin,
+        admin_host=admin_host,
+        admin_port=admin_port,
+        public_metrics=public_metrics,
+        status_refresh=status_refresh,
     )
+    if check_config:
+        click.echo(json.dumps(_settings(config), indent=2))
+        return
     _install_uvloop()
     asyncio.run(_serve(config))
+
+
+def _settings(config: ServerConfig) -> dict[str, Any]:
+    """The resolved configuration as JSON values (paths as strings)."""
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))  # type: ignore[no-any-return]
 
 
 def _install_uvloop() -> None:

@@ -116,8 +116,8 @@ def _check(
         if not isinstance(version, int) or version not in versions:
             known = " or ".join(f"v{v}" for v in versions)
             raise ReferenceError(
-                f"{path}: reference {kind} database version {version!r} is not one this"
-                f" import reads ({known})"
+                f"{path}: reference {kind} database version {version!r} is not one"
+                f" Pigeonhole reads ({known})"
             )
         for table, needed in versions[version].items():
             missing = needed - _columns(con, table)
@@ -149,9 +149,10 @@ def usage_tables(opened: Opened) -> list[str]:
 
 
 def usage_query(table: str, paged: bool) -> str:
-    """SELECT of our `table`'s columns from the reference; paged: `rowid > ? LIMIT ?`."""
+    """SELECT of our `table`'s columns from the reference; paged: rows after an id, up
+    to a last id, at most a number of them (`rowid > ? AND rowid <= ? LIMIT ?`)."""
     columns, valid = USAGE_SELECTS[table]
-    where = f"{valid} AND rowid > ?" if paged else valid
+    where = f"{valid} AND rowid > ? AND rowid <= ?" if paged else valid
     limit = " LIMIT ?" if paged else ""
     return f"SELECT {columns} FROM `{table}` WHERE {where} ORDER BY rowid{limit}"
 

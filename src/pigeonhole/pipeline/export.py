@@ -48,24 +48,37 @@ def export_usage(config: ExportConfig) -> CommitResult:
     writer.recover()
     cursor = writer.cursor()
     con, queries, current_sql = _reference(config) if config.reference else _pigeonhole(config)
+    # Our database is in WAL mode: one read transaction is one snapshot of every table
+    # and never blocks the server. The reference's is not (a reader holds off its
+    # commits, which give up after 5 s), so there each statement reads one short page on
+    # its own; its usage rows are only ever appended, so no snapshot is needed.
+    snapshot = not config.reference
+    read_rows = config.page_rows if snapshot else min(config.page_rows, REFERENCE_READ_ROWS)
     try:
-        con.execute("BEGIN")  # one snapshot for every table
+        if snapshot:
+            con.execute("BEGIN")
         for table, (sql, last_sql) in queries.items():
+            # up to the last row now: rows that arrive meanwhile wait for the next run
             (last,) = con.execute(last_sql).fetchone()
             _check_cursor(config, table, cursor[table], last)
-            for page in _pages(con, sql, table, cursor[table], config.page_rows):
+            pages = _pages(con, sql, table, (cursor[table], last or 0), config.page_rows, read_rows)
+            for page in pages:
                 writer.stage(table, page)
                 cursor[table] = int(page.column("id")[-1].as_py())
         current = _current(con, current_sql)
         if current is not None:
             writer.stage_current(current)
-        con.execute("COMMIT")
+        if snapshot:
+            con.execute("COMMIT")
     finally:
         con.close()
     return writer.commit(cursor)
 
 
-#: per exported table: (SELECT of a page of rows after an id, SELECT of the last id)
+#: rows per statement on the reference's database: a few milliseconds of its read lock
+#: (they are gathered into pages of --page-rows: small pages would make many small files)
+REFERENCE_READ_ROWS = 5_000
+#: per exported table: (SELECT of a page of rows between two ids, SELECT of the last id)
 Queries = dict[str, tuple[str, str]]
 _CURRENT = "SELECT rebooted, updated, blur_time, connections FROM current"
 
@@ -79,7 +92,8 @@ def _pigeonhole(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]
         raise
     queries = {
         table: (
-            f"SELECT {', '.join(_COLUMNS[table])} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
+            f"SELECT {', '.join(_COLUMNS[table])} FROM {table}"
+            " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
             f"SELECT max(id) FROM {table}",
         )
         for table in SCHEMAS
@@ -91,7 +105,9 @@ def _reference(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
     """The reference's usage tables its version has (it keeps no connection counts)."""
     try:
         opened = ref.open_usage(config.db_path)
-    except (ref.ReferenceError, sqlite3.Error) as err:
+    except ref.ReferenceError as err:
+        raise ExportError(str(err)) from err
+    except sqlite3.Error as err:
         raise ExportError(f"{config.db_path}: {err}") from err
     queries = {
         table: (ref.usage_query(table, paged=True), f"SELECT max(rowid) FROM `{table}`")
@@ -116,14 +132,24 @@ def _check_cursor(config: ExportConfig, table: str, cursor: int, last: int | Non
 
 
 def _pages(
-    con: sqlite3.Connection, sql: str, table: str, after: int, size: int
+    con: sqlite3.Connection,
+    sql: str,
+    table: str,
+    ids: tuple[int, int],
+    page_rows: int,
+    read_rows: int,
 ) -> Iterator[pa.Table]:
+    """Pages of up to `page_rows` rows with ids in (after, last], read `read_rows` at a time."""
+    after, last = ids
+    buffered: list[tuple[Any, ...]] = []
     while True:
-        rows = con.execute(sql, (after, size)).fetchall()
+        rows = con.execute(sql, (after, last, read_rows)).fetchall()
+        buffered += rows
+        if buffered and (not rows or len(buffered) >= page_rows):
+            yield _to_arrow(table, buffered)
+            buffered = []
         if not rows:
             return
-        page = _to_arrow(table, rows)
-        yield page
         after = int(rows[-1][0])
 
 

@@ -12,6 +12,7 @@ keyed per app (no cross-app id clash), and pruned channels are dropped from memo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,11 @@ from pigeonhole.protocol.nameplates import Choose, RandBelow, find_free_nameplat
 from pigeonhole.protocol.usage import blur, mailbox_result, nameplate_result, timing
 
 Effects = list[fx.Effect]
+
+#: distinct app ids counted in `Rendezvous.created_by_app` before the rest go to OTHER_APPS
+#: (app ids come from clients: the count is bounded between two takes)
+MAX_APPS_COUNTED = 256
+OTHER_APPS = "(other apps)"
 
 
 @dataclass(slots=True)
@@ -131,6 +137,12 @@ class Rendezvous:
         self.bodies = bodies if bodies is not None else BodyCache()
         #: the next message's sequence number (the store's key for its body)
         self.next_seq = 1
+        #: exchanges for operators (server/status.py samples them into per-minute rings):
+        #: mailboxes created, finished mailboxes by usage result, and mailboxes created
+        #: per app since the status sampler last took the counter (bounded)
+        self.mailboxes_created = 0
+        self.results: Counter[str] = Counter()
+        self.created_by_app: Counter[str] = Counter()
 
     def _stored_owner(self, owner: str) -> str | None:
         """What the store keeps of an owner: nothing under --blur-usage."""
@@ -222,6 +234,11 @@ class Rendezvous:
     ) -> Mailbox:
         mailbox = app.mailboxes[mailbox_id] = Mailbox(mailbox_id, for_nameplate, now, owner=owner)
         self.ledger.charge_mailbox(owner)
+        self.mailboxes_created += 1
+        by_app, key = self.created_by_app, app.app_id
+        if key not in by_app and len(by_app) >= MAX_APPS_COUNTED:
+            key = OTHER_APPS
+        by_app[key] += 1
         out.append(
             fx.PutMailbox(app.app_id, mailbox_id, for_nameplate, now, self._stored_owner(owner))
         )
@@ -321,6 +338,7 @@ class Rendezvous:
         sides = mailbox.sides.values()
         started, waiting, total = timing([s.added for s in sides], now)
         result = mailbox_result(len(mailbox.sides), (s.mood for s in sides), pruned)
+        self.results[result] += 1
         out.append(
             fx.UsageMailbox(
                 app.app_id,

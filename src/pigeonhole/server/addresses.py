@@ -55,6 +55,8 @@ def client_address(
     `headers` is case-insensitive (aiohttp's) or has lower-case names (the handshake's).
     """
     host, port = peer if peer else ("", None)
+    if host[:7].lower() == "::ffff:":  # IPv4 on the dual-stack socket (server/listen.py)
+        host = str(_ip(host) or host)
     if not is_trusted(host, trusted):
         return host, port
     real_ip = headers.get("x-real-ip")

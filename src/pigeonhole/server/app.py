@@ -38,13 +38,16 @@ from pigeonhole.protocol.limits import LIMIT_ERRORS, STORAGE_DOWN
 from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
+from pigeonhole.server.admin import make_admin_app
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
+from pigeonhole.server.listen import ALL_ADDRESSES, dual_stack_socket
 from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
+from pigeonhole.server.status import StatusRings
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter, LocalSyncer, Syncer
 from pigeonhole.store.helper import StoreHelper
@@ -58,6 +61,8 @@ CLOSE_GOING_AWAY = 1001
 GIL_SWITCH_INTERVAL = 0.001
 #: a connection quiet for one to two of these is pinged, and dropped one later if silent
 HEARTBEAT_INTERVAL = 30.0
+#: seconds between the status rings' samples (server/status.py)
+STATUS_TICK = 1.0
 
 
 def new_mailbox_id() -> str:
@@ -121,6 +126,11 @@ class MailboxServer:
         self._started_at = 0.0
         self.port = config.port
         self.app = self._make_app()
+        #: the live status page's rings, and the admin listener that serves it (and
+        #: /metrics); `admin_port` is the bound port once started (None: no listener)
+        self.status = StatusRings(self)
+        self._admin_runner: web.AppRunner | None = None
+        self.admin_port: int | None = None
 
     # -- HTTP -------------------------------------------------------------------
 
@@ -128,7 +138,8 @@ class MailboxServer:
         app = web.Application()
         app.router.add_get("/", self._root)
         app.router.add_get("/health", self._health)
-        app.router.add_get("/metrics", self._metrics)
+        if self.config.public_metrics:  # else on the admin listener only
+            app.router.add_get("/metrics", self._metrics)
         app.router.add_get(self.config.websocket_path, self._websocket)
         c = self.config
         if c.archive:
@@ -165,15 +176,31 @@ class MailboxServer:
         return web.Response(text="Wormhole Relay\n")
 
     async def _health(self, request: web.Request) -> web.Response:
+        problem = self.health_problem()
+        if problem is not None:
+            return web.Response(status=503, text=f"{problem}\n")
+        return web.Response(text="ok\n")
+
+    def health_problem(self) -> str | None:
+        """Why /health answers 503 now, or None when it answers `ok`."""
         try:
             self.store.ping()
         except Exception as err:
-            return web.Response(status=503, text=f"database unavailable: {err}\n")
+            return f"database unavailable: {err}"
         if self.storage_error is not None:
-            return web.Response(status=503, text=f"storage failing: {self.storage_error}\n")
+            return f"storage failing: {self.storage_error}"
         if self.disk.low:
-            return web.Response(status=503, text=f"{self.disk.reason}\n")
-        return web.Response(text="ok\n")
+            return self.disk.reason
+        return None
+
+    @property
+    def started_at(self) -> float:
+        return self._started_at
+
+    @property
+    def connections_by_address(self) -> Counter[str]:
+        """Live WebSocket connections per client address (read-only use)."""
+        return self._per_address
 
     async def _metrics(self, request: web.Request) -> web.Response:
         from pigeonhole.server.exposition import render_metrics
@@ -301,18 +328,25 @@ class MailboxServer:
             self.helper.open()
         self.store.load(self.rendezvous, self._started_at)
         nameplates, mailboxes = self.rendezvous.counts()
+        self.status.begin(self._started_at)
+        if self.config.admin:
+            await self._start_admin()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         http = self._runner.server
         assert http is not None
         path = self.config.websocket_path
+        host, port = self.config.host, self.config.port
+        where: dict[str, Any] = (
+            {"sock": dual_stack_socket(port)}
+            if host == ALL_ADDRESSES
+            else {"host": host, "port": port, "reuse_address": True}
+        )
         self._listener = await loop.create_server(
             lambda: FrontDoor(self, http, path, self.config.handshake_timeout),
-            self.config.host,
-            self.config.port,
             backlog=4096,
-            reuse_address=True,
             ssl=self._tls_context(),
+            **where,
         )
         if self.config.port == 0 and self._listener.sockets:
             self.port = self._listener.sockets[0].getsockname()[1]
@@ -323,6 +357,7 @@ class MailboxServer:
             loop.create_task(self._every(HEARTBEAT_INTERVAL, self.heartbeat)),
             loop.create_task(self._every(self.config.disk_check_interval, self.check_disk)),
             loop.create_task(self._every(self.config.log_summary_interval, self.log_summary.flush)),
+            loop.create_task(self._every(STATUS_TICK, self.status.tick)),
         ]
         log.info(
             "pigeonhole %s listening on %s (resumed %d nameplates, %d mailboxes)",
@@ -330,6 +365,30 @@ class MailboxServer:
             self.url,
             nameplates,
             mailboxes,
+        )
+
+    async def _start_admin(self) -> None:
+        """The admin listener: a plain aiohttp site of its own (server/admin.py)."""
+        c = self.config
+        app = make_admin_app(self, self._health, self._metrics)
+        self._admin_runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._admin_runner.setup()
+        site = web.TCPSite(self._admin_runner, c.admin_host, c.admin_port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as err:
+            log.error(
+                "cannot open the admin listener on %s port %d: %s (--admin-host, --admin-port;"
+                " --no-admin for none)",
+                c.admin_host,
+                c.admin_port,
+                err.strerror or err,
+            )
+            raise
+        self.admin_port = self._admin_runner.addresses[0][1]
+        host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
+        log.info(
+            "admin listener (status page, metrics) on http://%s:%d/status", host, self.admin_port
         )
 
     def _tls_context(self) -> ssl.SSLContext | None:
@@ -357,6 +416,8 @@ class MailboxServer:
         await self._close_all(CLOSE_GOING_AWAY, "server shutting down")
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._admin_runner is not None:
+            await self._admin_runner.cleanup()
         await self._drain_or_abandon()
         self.log_summary.flush()
         if self.helper is not None:

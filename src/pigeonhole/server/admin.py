@@ -1,0 +1,69 @@
+"""The admin listener's aiohttp app: /status, /status.json, /metrics and /health.
+
+A plain aiohttp site on its own host and port (`--admin-host`, `--admin-port`), apart
+from the public listener, which keeps `/`, `/v1`, the archive and `/health`
+(docs/status.md). The page is one self-contained file (server/static/status.html: no
+build step, nothing fetched from elsewhere); its script reads /status.json every
+`--status-refresh` seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from pigeonhole.server.status import status_json
+
+if TYPE_CHECKING:
+    from pigeonhole.server.app import MailboxServer
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: the page may run only its own inline script and style, and fetch only from its origin
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def status_page() -> bytes:
+    """The page's bytes (package data)."""
+    return resources.files("pigeonhole.server").joinpath("static/status.html").read_bytes()
+
+
+def make_admin_app(server: MailboxServer, health: Handler, metrics: Handler) -> web.Application:
+    page = status_page()
+
+    async def status(request: web.Request) -> web.Response:
+        return web.Response(
+            body=page, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS
+        )
+
+    async def status_data(request: web.Request) -> web.Response:
+        body = orjson.dumps(status_json(server, server.status))
+        return web.Response(
+            body=body,
+            content_type="application/json",
+            headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+        )
+
+    async def root(request: web.Request) -> web.Response:
+        raise web.HTTPFound("/status")
+
+    app = web.Application()
+    app.router.add_get("/", root)
+    app.router.add_get("/status", status)
+    app.router.add_get("/status.json", status_data)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    return app

@@ -1,0 +1,118 @@
+"""`pigeonhole serve --config FILE`: TOML settings under the environment and command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import websockets
+from click.testing import CliRunner
+
+from pigeonhole.cli.main import cli
+
+SETTINGS = """
+port = 4100
+motd = "from the file"
+advertise-version = "1.0"
+trusted-proxy = ["10.0.0.0/8", "192.168.0.0/16"]
+disallow_list = true
+no-archive = true
+blur-usage = 3600
+max-body-bytes = 2048
+"""
+
+
+def check(tmp_path: Path, text: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """`serve --config FILE ARGS --check-config` with no PIGEONHOLE_* but `env`'s."""
+    path = tmp_path / "pigeonhole.toml"
+    path.write_text(text)
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PIGEONHOLE_")}
+    return CliRunner().invoke(
+        cli, ["serve", "--config", str(path), *args, "--check-config"], env=unset | (env or {})
+    )
+
+
+def test_command_line_over_environment_over_file_over_default(tmp_path: Path) -> None:
+    result = check(
+        tmp_path, SETTINGS, "--port", "4200", env={"PIGEONHOLE_SERVE_MOTD": "from the env"}
+    )
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.output)
+    assert got["port"] == 4200  # command line
+    assert got["motd"] == "from the env"  # environment
+    assert got["advertise_version"] == "1.0"  # file
+    assert got["trusted_proxies"] == ["10.0.0.0/8", "192.168.0.0/16"]
+    assert got["disallow_list"] is True and got["archive"] is False
+    assert got["blur_usage"] == 3600 and got["limits"]["max_body_bytes"] == 2048
+    assert got["prune_expiry"] == 660.0  # default
+    # the flag pair by its positive name, and the command line over it
+    assert json.loads(check(tmp_path, "archive = false\n").output)["archive"] is False
+    assert json.loads(check(tmp_path, "archive = false\n", "--archive").output)["archive"]
+
+
+def test_mistakes_in_the_file_are_refused_by_name(tmp_path: Path) -> None:
+    unknown = check(tmp_path, "prot = 4000\n")
+    assert unknown.exit_code == 2 and "no option named 'prot'" in unknown.output
+    wrong = check(tmp_path, 'port = "four thousand"\n')
+    assert wrong.exit_code == 2 and "'--port'" in wrong.output
+    broken = check(tmp_path, "port = \n")
+    assert broken.exit_code == 2 and "pigeonhole.toml" in broken.output
+    negated = check(tmp_path, 'no-archive = "yes"\n')
+    assert negated.exit_code == 2 and "no-archive must be true or false" in negated.output
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def welcome(url: str) -> dict[str, Any]:
+    async with websockets.connect(url, proxy=None) as ws:
+        return json.loads(await ws.recv())["welcome"]  # type: ignore[no-any-return]
+
+
+def test_a_server_runs_from_the_file_on_every_address(tmp_path: Path) -> None:
+    """`host = "::"` answers IPv4 and IPv6 on one port, as the reference's default does."""
+    port = free_port()
+    path = tmp_path / "pigeonhole.toml"
+    path.write_text(
+        f'host = "::"\nport = {port}\ndata-dir = "{tmp_path / "data"}"\nmotd = "hello"\n'
+        "admin-port = 0\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pigeonhole", "serve", "--config", str(path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as r:
+                    assert r.read() == b"Wormhole Relay\n"
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "not serving"
+                time.sleep(0.05)
+        with urllib.request.urlopen(f"http://[::1]:{port}/", timeout=2) as r:
+            assert r.read() == b"Wormhole Relay\n"
+        four = asyncio.run(welcome(f"ws://127.0.0.1:{port}/v1"))
+        six = asyncio.run(welcome(f"ws://[::1]:{port}/v1"))
+        assert four["motd"] == six["motd"] == "hello"
+        assert "ffff" not in json.dumps(four)  # IPv4 clients are seen as IPv4
+        assert (tmp_path / "data" / "channel.sqlite").exists()
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
