@@ -40,10 +40,14 @@ def exported(root: Path, table: str) -> list[dict[str, Any]]:
     return sorted(data.to_table().to_pylist(), key=lambda r: r["id"])
 
 
-def as_seconds(value: dt.datetime | float) -> float:
-    """Seconds to the microsecond, the dataset's resolution."""
-    seconds = value.timestamp() if isinstance(value, dt.datetime) else value
-    return round(seconds, 5)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def as_micros(value: dt.datetime | float) -> int:
+    """Whole microseconds, the dataset's resolution (a float is rounded, as it does)."""
+    if isinstance(value, dt.datetime):
+        return (value - EPOCH) // dt.timedelta(microseconds=1)
+    return round(value * 1e6)
 
 
 async def test_reference_usage_exports_while_it_runs_and_continues_after_the_switch(
@@ -65,11 +69,11 @@ async def test_reference_usage_exports_while_it_runs_and_continues_after_the_swi
     got = exported(dataset, "mailboxes")
     assert [
         (
-            r["id"], r["app_id"], int(r["for_nameplate"]), as_seconds(r["started"]),
+            r["id"], r["app_id"], int(r["for_nameplate"]), as_micros(r["started"]),
             r["waiting_time"], r["total_time"], r["result"],
         )
         for r in got
-    ] == [(*r[:3], as_seconds(r[3]), *r[4:]) for r in ref_mail]  # fmt: skip
+    ] == [(*r[:3], as_micros(r[3]), *r[4:]) for r in ref_mail]  # fmt: skip
     ref_binds = rows(reference.usage_db, "SELECT rowid, side FROM client_versions ORDER BY rowid")
     assert [(r["id"], r["side"]) for r in exported(dataset, "client_versions")] == ref_binds
     ref_plates = rows(reference.usage_db, "SELECT rowid, result FROM nameplates ORDER BY rowid")
