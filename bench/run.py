@@ -155,7 +155,7 @@ class ServerSpec:
     key: str
     label: str
     kind: str  # pigeonhole | reference | trivial
-    storage: str  # disk | tmpfs | memory
+    storage: str  # disk | tmpfs | memory | postgresql
 
 
 @dataclass
@@ -168,6 +168,8 @@ class Server:
     log_path: Path | None = None
     #: Pigeonhole's admin listener (/status, /status.json), when this version has one
     admin_port: int | None = None
+    #: the PostgreSQL database made for this server (`--store`), dropped when it stops
+    postgres_db: str | None = None
 
     @property
     def url(self) -> str:
@@ -211,8 +213,11 @@ class Server:
         return seen
 
     def cpu_seconds(self) -> float:
+        """The server's CPU time; with a PostgreSQL store, the whole cluster's added (its
+        processes run on this machine and do the store's work; nothing else uses it then)."""
         total = 0
-        for pid in self.pids():
+        pids = self.pids() + (_postgres_pids() if self.postgres_db else [])
+        for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
@@ -259,6 +264,33 @@ class Server:
         for pid in pids[1:]:  # descendants that outlived the parent
             _signal(pid, signal.SIGKILL)
         self.proc = None
+        if self.postgres_db is not None:
+            _psql(f'DROP DATABASE IF EXISTS "{self.postgres_db}" WITH (FORCE)')
+            self.postgres_db = None
+
+
+#: the PostgreSQL server the `pigeonhole-pg` runs use (a superuser's URL)
+POSTGRES_ADMIN = os.environ.get(
+    "PIGEONHOLE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def _psql(sql: str) -> None:
+    subprocess.run(["psql", POSTGRES_ADMIN, "-qc", sql], check=True, timeout=60)
+
+
+def _postgres_pids() -> list[int]:
+    """Every process of the local PostgreSQL cluster (named `postgres`)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    if f.read().strip() == "postgres":
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -357,10 +389,15 @@ def make_server(
             "--max-connections", "60000", "--max-connections-per-address", "60000",
             *(address_quota_args(python) if lift_quotas else ()), *extra,
         ]  # fmt: skip
+        database = None
+        if spec.storage == "postgresql":  # a fresh database on the local server
+            database = f"pigeonhole_bench_{os.getpid()}_{port}"
+            _psql(f'CREATE DATABASE "{database}"')
+            argv += ["--store", POSTGRES_ADMIN.rsplit("/", 1)[0] + "/" + database]
         if has_admin_listener(python):  # a free admin port: its default may be taken
             admin_port = free_port()
             argv += ["--admin-port", str(admin_port)]
-            return Server(spec, argv, data, port, admin_port=admin_port)
+            return Server(spec, argv, data, port, admin_port=admin_port, postgres_db=database)
     elif spec.kind == "reference":
         argv = [
             str(ref_venv / "bin" / "twist"), "wormhole-mailbox",
@@ -926,6 +963,9 @@ def check_targets(results: dict[str, Any]) -> list[str]:
 
 SPECS = {
     "pigeonhole": ServerSpec("pigeonhole", "Pigeonhole (disk)", "pigeonhole", "disk"),
+    "pigeonhole-pg": ServerSpec(
+        "pigeonhole-pg", "Pigeonhole (PostgreSQL, 1 node)", "pigeonhole", "postgresql"
+    ),
     "reference": ServerSpec("reference", "reference (disk)", "reference", "disk"),
     "trivial": ServerSpec("trivial", "trivial aiohttp (memory)", "trivial", "memory"),
     "reference-tmpfs": ServerSpec("reference-tmpfs", "reference (tmpfs)", "reference", "tmpfs"),

@@ -33,6 +33,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 4000
     data_dir: Path = field(default_factory=lambda: Path("pigeonhole-data"))
+    #: a postgresql:// URL to keep the state in PostgreSQL; None: SQLite in `data_dir`
+    store: str | None = None
     websocket_path: str = "/v1"
     motd: str | None = None
     signal_error: str | None = None

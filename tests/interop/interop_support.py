@@ -181,7 +181,11 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
 class Server:
     """`python -m pigeonhole serve` as a subprocess; restartable on the same port/dir."""
 
-    def __init__(self, data_dir: Path, log_path: Path, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, log_path: Path, port: int | None = None, args: Sequence[str] = ()
+    ) -> None:
+        #: more `serve` options (for example `--store postgresql://...`)
+        self.args = list(args)
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = port or free_port()
@@ -209,6 +213,7 @@ class Server:
                     str(self.port),
                     "--data-dir",
                     str(self.data_dir),
+                    *self.args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -14,6 +14,7 @@ import pytest
 from server_support import APPID, Client, FakeClock, base_config, open_client
 
 from pigeonhole.server.app import MailboxServer
+from postgres_support import fresh_database
 
 #: durability is proven by the subprocess tests on disk; in-process ones may use tmpfs
 SHM = Path("/dev/shm")
@@ -38,14 +39,42 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         yield Path(path)
 
 
+#: the stores every black-box test runs against (tests marked `sqlite_only` test what
+#: only the SQLite store has: its helper process, its files)
+STORES = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: runs against the SQLite store only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_kind" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("store_kind", STORES[:1] if only else STORES)
+
+
 @pytest.fixture
-def make_server(data_dir: Path, clock: FakeClock) -> MakeServer:
-    """`async with make_server(clock=..., **config) as srv:` runs a server on a free port."""
+def store(store_kind: str) -> Iterator[str | None]:
+    """The `store` setting: None (SQLite in the data directory) or a fresh PostgreSQL
+    database, dropped after the test (tests/postgres_support.py)."""
+    if store_kind == "sqlite":
+        yield None
+        return
+    with fresh_database() as url:
+        yield url
+
+
+@pytest.fixture
+def make_server(data_dir: Path, clock: FakeClock, store: str | None) -> MakeServer:
+    """`async with make_server(clock=..., **config) as srv:` runs a server on a free port,
+    on each store in turn (the test runs once per store)."""
 
     @asynccontextmanager
     async def start(
         clock: Callable[[], float] = clock, **overrides: Any
     ) -> AsyncIterator[MailboxServer]:
+        overrides.setdefault("store", store)
         async with MailboxServer(base_config(data_dir, **overrides), clock=clock) as srv:
             yield srv
 
@@ -53,10 +82,17 @@ def make_server(data_dir: Path, clock: FakeClock) -> MakeServer:
 
 
 @pytest.fixture
-async def server(make_server: MakeServer) -> AsyncIterator[MailboxServer]:
-    """A server with the default configuration, its data in `data_dir`."""
-    async with make_server() as srv:
-        yield srv
+async def server(make_server: MakeServer, store: str | None) -> AsyncIterator[MailboxServer]:
+    """A server with the default configuration, its data in `data_dir` (or a PostgreSQL
+    database of its own: a test may start more servers with `make_server` beside it, and
+    one database is served by one node)."""
+    if store is None:
+        async with make_server() as srv:
+            yield srv
+        return
+    with fresh_database() as url:
+        async with make_server(store=url) as srv:
+            yield srv
 
 
 @pytest.fixture

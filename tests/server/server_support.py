@@ -221,11 +221,32 @@ async def http_get(url: str) -> tuple[int, str, str]:
     return await asyncio.to_thread(get)
 
 
-def usage_rows(data_dir: Path, table: str) -> list[dict[str, Any]]:
-    """Every row of one usage-database table, oldest first."""
+def usage_rows(where: ServerConfig | Path, table: str) -> list[dict[str, Any]]:
+    """Every row of one usage table, oldest first: from `usage.sqlite` in a data directory,
+    or from the PostgreSQL database a server config names (`store`)."""
+    if isinstance(where, ServerConfig) and where.store is not None:
+        return _postgres_rows(where.store, table)
+    data_dir = where.data_dir if isinstance(where, ServerConfig) else where
     db = sqlite3.connect(data_dir / "usage.sqlite")
     try:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY rowid")]
     finally:
         db.close()
+
+
+def _postgres_rows(url: str, table: str) -> list[dict[str, Any]]:
+    import asyncpg  # type: ignore[import-untyped]
+
+    from postgres_support import run
+
+    order = "" if table == "current" else " ORDER BY id"
+
+    async def fetch() -> list[dict[str, Any]]:
+        conn = await asyncpg.connect(url)
+        try:
+            return [dict(r) for r in await conn.fetch(f"SELECT * FROM usage.{table}{order}")]
+        finally:
+            await conn.close()
+
+    return run(fetch)

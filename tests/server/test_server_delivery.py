@@ -25,6 +25,11 @@ from pigeonhole.store.sqlite import SqliteStore
 QUIET = 0.3
 
 
+# they hold the SQLite store's sync (its helper or its fdatasync) to watch the order
+# of replies: the PostgreSQL store has no separate sync step to hold
+pytestmark = pytest.mark.sqlite_only
+
+
 class HeldDisk:
     """Holds every sync while clear: `SqliteStore.sync` (run by the `thread` and `loop`
     modes) waits, and batches for the store helper process (`process`, the default) are

@@ -258,7 +258,7 @@ async def test_bad_client_version_recorded_null(server, connect, version):
     await client.send("bind", appid=APPID, side="s", client_version=version)
     await client.expect_ack()
     assert (await client.call("list"))["type"] == "nameplates"  # bound, and a commit barrier
-    rows = usage_rows(server.config.data_dir, "client_versions")
+    rows = usage_rows(server.config, "client_versions")
     assert [(r["side"], r["implementation"], r["version"]) for r in rows] == [("s", None, None)]
 
 

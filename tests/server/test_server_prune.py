@@ -12,7 +12,7 @@ DAY = 24 * 3600.0
 
 
 def results(server, table: str) -> list[str]:
-    return [r["result"] for r in usage_rows(server.config.data_dir, table)]
+    return [r["result"] for r in usage_rows(server.config, table)]
 
 
 async def test_prune_idle_channel(server, bound, clock):
@@ -180,8 +180,8 @@ async def test_restart_then_finish_channel(make_server, bound, clock):
         await b.release(nameplate="6")
         await a.close(mailbox=mailbox, mood="happy")
         await b.close(mailbox=mailbox, mood="happy")
-        nameplates = usage_rows(srv.config.data_dir, "nameplates")
-        mailboxes = usage_rows(srv.config.data_dir, "mailboxes")
+        nameplates = usage_rows(srv.config, "nameplates")
+        mailboxes = usage_rows(srv.config, "mailboxes")
     for rows in (nameplates, mailboxes):
         assert [r["result"] for r in rows] == ["happy"]
         assert rows[0]["started"] == pytest.approx(t0, abs=1)

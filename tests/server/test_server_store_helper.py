@@ -6,7 +6,11 @@ import asyncio
 import os
 import signal
 
+import pytest
 from server_support import APPID, http_get
+
+# the store helper process is the SQLite store's
+pytestmark = pytest.mark.sqlite_only
 
 
 async def test_a_helper_killed_while_idle_is_replaced_and_nothing_fails(make_server, bound):

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.asyncio
 
 
 def results(server, table: str) -> list[str]:
-    return [r["result"] for r in usage_rows(server.config.data_dir, table)]
+    return [r["result"] for r in usage_rows(server.config, table)]
 
 
 async def test_client_versions_one_row_per_bind(server, connect, clock):
@@ -22,7 +22,7 @@ async def test_client_versions_one_row_per_bind(server, connect, clock):
         assert (await client.call("list"))["type"] == "nameplates"  # commit barrier
     failed = await connect()
     await failed.expect_error("bind requires 'side'", "bind", appid=APPID)
-    rows = usage_rows(server.config.data_dir, "client_versions")
+    rows = usage_rows(server.config, "client_versions")
     assert [(r["app_id"], r["side"], r["implementation"], r["version"]) for r in rows] == [
         (APPID, "side0", "python", "0.13.0"),
         (APPID, "side1", "rust", "1"),
@@ -42,16 +42,16 @@ async def test_nameplate_happy_with_timing(server, bound, clock):
     await b.claim("1")
     clock.advance(5)
     await a.release()
-    assert usage_rows(server.config.data_dir, "nameplates") == []  # b still holds it
+    assert usage_rows(server.config, "nameplates") == []  # b still holds it
     await b.release()
-    rows = usage_rows(server.config.data_dir, "nameplates")
+    rows = usage_rows(server.config, "nameplates")
     assert len(rows) == 1
     row = rows[0]
     assert (row["app_id"], row["result"]) == (APPID, "happy")
     assert row["started"] == pytest.approx(t0, abs=1)
     assert row["waiting_time"] == pytest.approx(10, abs=1)
     assert row["total_time"] == pytest.approx(15, abs=1)
-    assert usage_rows(server.config.data_dir, "mailboxes") == []  # the mailbox lives on
+    assert usage_rows(server.config, "mailboxes") == []  # the mailbox lives on
 
 
 async def test_nameplate_lonely(server, bound):
@@ -59,7 +59,7 @@ async def test_nameplate_lonely(server, bound):
     a = await bound("a")
     await a.claim("1")
     await a.release()
-    rows = usage_rows(server.config.data_dir, "nameplates")
+    rows = usage_rows(server.config, "nameplates")
     assert [(r["result"], r["waiting_time"]) for r in rows] == [("lonely", None)]
 
 
@@ -99,13 +99,13 @@ async def test_mailbox_result_moods(server, bound, clock, mood_a, mood_b, expect
     await a.close(**({"mood": mood_a} if mood_a else {}))
     clock.advance(4)
     await b.close(**({"mood": mood_b} if mood_b else {}))
-    rows = usage_rows(server.config.data_dir, "mailboxes")
+    rows = usage_rows(server.config, "mailboxes")
     assert len(rows) == 1
     row = rows[0]
     assert (row["app_id"], row["for_nameplate"], row["result"]) == (APPID, 0, expected)
     assert row["waiting_time"] == pytest.approx(3, abs=1)
     assert row["total_time"] == pytest.approx(7, abs=1)
-    assert usage_rows(server.config.data_dir, "nameplates") == []
+    assert usage_rows(server.config, "nameplates") == []
 
 
 @pytest.mark.parametrize(("mood", "expected"), [("happy", "lonely"), ("scary", "scary")])
@@ -114,7 +114,7 @@ async def test_mailbox_one_side(server, bound, mood, expected):
     a = await bound("a")
     assert await a.open("m") == []
     await a.close(mood=mood)
-    rows = usage_rows(server.config.data_dir, "mailboxes")
+    rows = usage_rows(server.config, "mailboxes")
     assert [(r["result"], r["waiting_time"]) for r in rows] == [(expected, None)]
 
 
@@ -146,8 +146,8 @@ async def test_full_channel_one_row_each(server, bound):
     await a.close(mood="happy")
     await b.close(mood="happy")
     await (await bound("b")).close(mailbox=mailbox, mood="happy")
-    nameplates = usage_rows(server.config.data_dir, "nameplates")
-    mailboxes = usage_rows(server.config.data_dir, "mailboxes")
+    nameplates = usage_rows(server.config, "nameplates")
+    mailboxes = usage_rows(server.config, "mailboxes")
     assert [r["result"] for r in nameplates] == ["happy"]
     assert [(r["result"], r["for_nameplate"]) for r in mailboxes] == [("happy", 1)]
 
@@ -162,7 +162,7 @@ async def test_last_close_with_claimed_nameplate_writes_both_rows(server, bound)
     await b.close(mailbox=mailbox, mood="happy")
     assert results(server, "nameplates") == ["happy"]
     assert [
-        (r["result"], r["for_nameplate"]) for r in usage_rows(server.config.data_dir, "mailboxes")
+        (r["result"], r["for_nameplate"]) for r in usage_rows(server.config, "mailboxes")
     ] == [("happy", 1)]
     await (await bound("a")).release(nameplate="12")  # already gone: no second row
     assert results(server, "nameplates") == ["happy"]
@@ -173,8 +173,8 @@ async def test_close_of_unknown_mailbox_writes_nothing(server, bound):
     a = await bound("a")
     await a.close(mailbox="neverexisted")
     await a.release(nameplate="77")
-    assert usage_rows(server.config.data_dir, "mailboxes") == []
-    assert usage_rows(server.config.data_dir, "nameplates") == []
+    assert usage_rows(server.config, "mailboxes") == []
+    assert usage_rows(server.config, "nameplates") == []
 
 
 async def test_blur_usage(make_server, bound, clock):
@@ -189,10 +189,9 @@ async def test_blur_usage(make_server, bound, clock):
         await b.release()
         await a.close(mailbox=mailbox)
         await b.close(mailbox=mailbox)
-        data_dir = srv.config.data_dir
-        versions = usage_rows(data_dir, "client_versions")
-        nameplates = usage_rows(data_dir, "nameplates")
-        mailboxes = usage_rows(data_dir, "mailboxes")
+        versions = usage_rows(srv.config, "client_versions")
+        nameplates = usage_rows(srv.config, "nameplates")
+        mailboxes = usage_rows(srv.config, "mailboxes")
     assert len(versions) == 2 and len(nameplates) == 1 and len(mailboxes) == 1
     for row in versions:
         assert row["connect_time"] % 60 == 0
@@ -210,10 +209,10 @@ async def test_connection_count_sample(server, bound, connect):
     assert await b.open("m") == []
     await connect()  # connected, not bound
     await server.sample_usage()
-    rows = usage_rows(server.config.data_dir, "connection_counts")
+    rows = usage_rows(server.config, "connection_counts")
     assert [
         (r["connections"], r["bound"], r["subscribed"], r["nameplates"], r["mailboxes"])
         for r in rows
     ] == [(3, 2, 1, 1, 2)]
-    current = usage_rows(server.config.data_dir, "current")
+    current = usage_rows(server.config, "current")
     assert len(current) == 1 and current[0]["connections"] == 3

@@ -68,7 +68,8 @@ async def test_figures_after_known_exchanges(make_server, bound, clock):
     assert figures["storage"]["stored_bytes"] == 0
     assert figures["storage"]["disk_free"] > 0
     assert figures["commits"]["batches"] > 0 and figures["commits"]["hour_mean_ms"] > 0
-    assert figures["store"]["kind"] == "SQLite" and figures["health"] == "ok"
+    kind = "SQLite" if srv.config.store is None else "PostgreSQL"
+    assert figures["store"]["kind"] == kind and figures["health"] == "ok"
     assert figures["blurred"] is False and "addresses" in figures
     assert hour["permissions"] == {"challenged": 0, "granted": 0, "refused": 0, "required": 0}
     # the minutes add up to the hour, the last one being the minute in progress

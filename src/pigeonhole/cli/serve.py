@@ -23,6 +23,7 @@ from pigeonhole.config import (
 )
 from pigeonhole.protocol.limits import Limits, MiB
 from pigeonhole.server.app import MailboxServer
+from pigeonhole.store.sqlite import StoreError
 
 log = logging.getLogger("pigeonhole.serve")
 
@@ -37,6 +38,13 @@ log = logging.getLogger("pigeonhole.serve")
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for every database (channel.sqlite, usage.sqlite).",
+)
+@click.option(
+    "--store",
+    default=None,
+    metavar="postgresql://USER@HOST:PORT/DBNAME",
+    help="Keep the state in this PostgreSQL database (schema created on first start)"
+    " instead of SQLite in --data-dir; one node per database for now.",
 )
 @click.option("--motd", default=None, help="Message of the day shown by clients.")
 @click.option("--signal-error", default=None, help="Welcome error: clients show it and stop.")
@@ -349,6 +357,7 @@ def serve(
     host: str,
     port: int,
     data_dir: Path,
+    store: str | None,
     motd: str | None,
     signal_error: str | None,
     advertise_version: str | None,
@@ -404,6 +413,8 @@ def serve(
     methods = tuple(m.strip() for m in permissions.split(",") if m.strip())
     if not set(methods) <= {"none", "hashcash"} or not methods:
         raise click.BadParameter("use none, hashcash or none,hashcash", param_hint="--permissions")
+    if store is not None and not store.startswith(("postgresql://", "postgres://")):
+        raise click.BadParameter("a postgresql:// URL", param_hint="--store")
     if (tls_cert is None) != (tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key", param_hint="--tls-cert")
     limits = Limits(
@@ -423,6 +434,7 @@ def serve(
         host=host,
         port=port,
         data_dir=data_dir,
+        store=store,
         motd=motd,
         signal_error=signal_error,
         advertise_version=advertise_version,
@@ -466,7 +478,10 @@ def serve(
         click.echo(json.dumps(_settings(config), indent=2))
         return
     _install_uvloop()
-    asyncio.run(_serve(config))
+    try:
+        asyncio.run(_serve(config))
+    except StoreError as err:
+        raise click.ClickException(str(err)) from err
 
 
 def _settings(config: ServerConfig) -> dict[str, Any]:

@@ -23,6 +23,12 @@ from pigeonhole import pipeline
     help="The server's data directory; DATA_DIR/usage.sqlite is read (read-only).",
 )
 @click.option(
+    "--store",
+    default=None,
+    metavar="postgresql://USER@HOST:PORT/DBNAME",
+    help="Instead: the PostgreSQL store a server keeps its state in (serve --store).",
+)
+@click.option(
     "--reference-usage-db",
     default=None,
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -44,16 +50,21 @@ from pigeonhole import pipeline
     help="Rows read from SQLite at a time (bounds memory).",
 )
 def export_usage(
-    data_dir: Path | None, reference_usage_db: Path | None, out_dir: Path, page_rows: int
+    data_dir: Path | None,
+    store: str | None,
+    reference_usage_db: Path | None,
+    out_dir: Path,
+    page_rows: int,
 ) -> None:
     """Export finished usage records to day-partitioned Parquet; safe while the server runs."""
-    if (data_dir is None) == (reference_usage_db is None):
-        raise click.UsageError("give exactly one of --data-dir and --reference-usage-db")
+    if sum(x is not None for x in (data_dir, store, reference_usage_db)) != 1:
+        raise click.UsageError("give exactly one of --data-dir, --store and --reference-usage-db")
     config = pipeline.ExportConfig(
-        db_path=reference_usage_db or data_dir / "usage.sqlite",  # type: ignore[operator]
+        db_path=reference_usage_db or (data_dir or Path(".")) / "usage.sqlite",
         out_dir=out_dir,
         page_rows=page_rows,
         reference=reference_usage_db is not None,
+        store=store,
     )
     try:
         result = pipeline.export_usage(config)

@@ -18,6 +18,8 @@ class ExportConfig:
     page_rows: int = 200_000
     #: `db_path` is the reference server's usage database (v1 or v2), not ours
     reference: bool = False
+    #: read the usage tables of this PostgreSQL store instead (`db_path` unused)
+    store: str | None = None
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,18 @@ class ExportError(Exception):
 
 def export_usage(config: ExportConfig) -> CommitResult:
     """Export every row newer than the dataset's cursor; return what became visible."""
-    if not config.db_path.exists():
+    if config.store is None and not config.db_path.exists():
         raise ExportError(f"no usage database at {config.db_path}")
     writer = DatasetWriter(config.out_dir)
     writer.recover()
     cursor = writer.cursor()
-    con, queries, current_sql = _reference(config) if config.reference else _pigeonhole(config)
+    con: Any  # sqlite3.Connection, or PostgresReader (the same execute/fetch surface)
+    if config.store is not None:
+        con, queries, current_sql = _postgres(config.store)
+    elif config.reference:
+        con, queries, current_sql = _reference(config)
+    else:
+        con, queries, current_sql = _pigeonhole(config)
     # Our database is in WAL mode: one read transaction is one snapshot of every table
     # and never blocks the server. The reference's is not (a reader holds off its
     # commits, which give up after 5 s), so there each statement reads one short page on
@@ -90,15 +96,38 @@ def _pigeonhole(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]
     except BaseException:
         con.close()
         raise
-    queries = {
+    return con, _queries(""), _CURRENT
+
+
+def _queries(schema: str) -> Queries:
+    return {
         table: (
-            f"SELECT {', '.join(_COLUMNS[table])} FROM {table}"
+            f"SELECT {', '.join(_COLUMNS[table])} FROM {schema}{table}"
             " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
-            f"SELECT max(id) FROM {table}",
+            f"SELECT max(id) FROM {schema}{table}",
         )
         for table in SCHEMAS
     }
-    return con, queries, _CURRENT
+
+
+def _postgres(url: str) -> tuple[Any, Queries, str]:
+    """The usage tables of a PostgreSQL store (schema `usage`, store/schema/postgres-v1.sql)."""
+    from pigeonhole.pipeline.postgres_source import PostgresReader
+
+    try:
+        con = PostgresReader(url)
+    except Exception as err:  # asyncpg's errors, OSError: cannot connect
+        raise ExportError(f"cannot read the PostgreSQL store: {err}") from err
+    try:
+        con.execute("SELECT 1 FROM usage.current LIMIT 1")
+    except Exception as err:
+        con.close()
+        raise ExportError(f"not a Pigeonhole PostgreSQL store: {err}") from err
+    return (
+        con,
+        _queries("usage."),
+        "SELECT rebooted, updated, blur_time, connections FROM usage.current",
+    )
 
 
 def _reference(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
@@ -132,7 +161,7 @@ def _check_cursor(config: ExportConfig, table: str, cursor: int, last: int | Non
 
 
 def _pages(
-    con: sqlite3.Connection,
+    con: Any,
     sql: str,
     table: str,
     ids: tuple[int, int],
@@ -169,7 +198,7 @@ def _to_arrow(table: str, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _current(con: sqlite3.Connection, sql: str) -> pa.Table | None:
+def _current(con: Any, sql: str) -> pa.Table | None:
     row = con.execute(sql).fetchone()
     if row is None:
         return None

@@ -21,7 +21,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -48,10 +47,11 @@ from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.status import StatusRings
+from pigeonhole.server.storage import make_storage
 from pigeonhole.server.websocket import MailboxSocket
-from pigeonhole.store.group_commit import GroupCommitter, LocalSyncer, Syncer
+from pigeonhole.store.group_commit import GroupCommitter, Syncer
 from pigeonhole.store.helper import StoreHelper
-from pigeonhole.store.sqlite import SqliteStore, StoreError
+from pigeonhole.store.sqlite import StoreError
 
 log = logging.getLogger("pigeonhole.server")
 
@@ -91,30 +91,13 @@ class MailboxServer:
         )
         #: quotas per client address, and the storage state that refuses new data
         self.ledger = self.rendezvous.ledger
-        self.store = SqliteStore(config.channel_db, config.usage_db)
-        self.bodies = BodyLoader(config.channel_db)
+        #: where the state is stored: SQLite in the data directory, or PostgreSQL
+        self.storage = make_storage(config)
         self.disk = DiskWatch(config.data_dir, config.disk_free_watermark)
         self.log_summary = LogSummary(log, time.monotonic)
         #: why commits fail, while they do (None: they do not)
         self.storage_error: str | None = None
-        # batches are written and synced by a helper process (default), or written on the
-        # loop's thread and synced by one worker thread or on the loop (store/group_commit.py);
-        # the loop's own connection loads the state and serves reads
-        self._executor = (
-            ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
-            if config.commit_sync == "thread"
-            else None
-        )
-        self.helper = (
-            StoreHelper(config.channel_db, config.usage_db)
-            if config.commit_sync == "process"
-            else None
-        )
-        syncer: Syncer = (
-            self.helper
-            if self.helper is not None
-            else LocalSyncer(self.store.write, self.store.sync, self._executor)
-        )
+        syncer: Syncer = self.storage.syncer
         self.committer = GroupCommitter(
             syncer, self._storage_failed, self.metrics.observe_commit, self._storage_recovered
         )
@@ -184,7 +167,7 @@ class MailboxServer:
     def health_problem(self) -> str | None:
         """Why /health answers 503 now, or None when it answers `ok`."""
         try:
-            self.store.ping()
+            self.storage.ping()
         except Exception as err:
             return f"database unavailable: {err}"
         if self.storage_error is not None:
@@ -192,6 +175,16 @@ class MailboxServer:
         if self.disk.low:
             return self.disk.reason
         return None
+
+    @property
+    def helper(self) -> StoreHelper | None:
+        """The SQLite store helper process, when it commits (`--commit-sync process`)."""
+        return self.storage.helper
+
+    @property
+    def bodies(self) -> BodyLoader:
+        """Reads replayed bodies the cache no longer holds."""
+        return self.storage.bodies
 
     @property
     def started_at(self) -> float:
@@ -317,16 +310,14 @@ class MailboxServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.config.commit_sync == "thread":
+        if self.config.commit_sync == "thread" and self.config.store is None:
             # the fdatasync worker needs the GIL back the moment its sync returns, and a
             # busy loop thread would hold it for up to the default 5 ms: every reply waits
             sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._started_at = self.clock()
-        self.store.open()
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)  # the archive's, at least
         self.ledger.disk_low = self.disk.check()
-        if self.helper is not None:
-            self.helper.open()
-        self.store.load(self.rendezvous, self._started_at)
+        await self.storage.open(self.rendezvous, self._started_at)
         nameplates, mailboxes = self.rendezvous.counts()
         self.status.begin(self._started_at)
         if self.config.admin:
@@ -420,12 +411,7 @@ class MailboxServer:
             await self._admin_runner.cleanup()
         await self._drain_or_abandon()
         self.log_summary.flush()
-        if self.helper is not None:
-            self.helper.close()
-        self.bodies.close()
-        self.store.close()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        await self.storage.close()
         log.info("pigeonhole stopped")
 
     async def _drain_or_abandon(self) -> None:

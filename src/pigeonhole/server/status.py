@@ -232,7 +232,7 @@ def status_json(server: MailboxServer, rings: StatusRings) -> dict[str, Any]:
         "uptime": max(0.0, now - server.started_at),
         "refresh": c.status_refresh,
         "store": {
-            "kind": "SQLite",
+            "kind": server.storage.kind,
             "commit_sync": c.commit_sync,
             "peer_delivery": c.peer_delivery,
             "helper_starts": server.helper.started if server.helper is not None else None,

@@ -27,14 +27,9 @@ from typing import Any
 import orjson
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.protocol.channels import (
-    Mailbox,
-    MailboxSide,
-    Message,
-    Nameplate,
-    NameplateSide,
-    Rendezvous,
-)
+from pigeonhole.protocol.channels import Rendezvous
+from pigeonhole.store import loading as L
+from pigeonhole.store.loading import StoredRows, load_state
 from pigeonhole.store.migrations import create_or_check
 
 CHANNEL_VERSION = 2
@@ -122,53 +117,25 @@ class SqliteStore:
         self.db.execute("SELECT 1").fetchone()
 
     def load(self, rz: Rendezvous, now: float) -> None:
-        """Rebuild the in-memory state; every channel counts as touched `now` (grace).
-
-        Bodies stay in the database (only their sizes are read); every row is charged to
-        its owner again, so quotas per address survive a restart.
-        """
+        """Rebuild the in-memory state (store/loading.py); bodies stay in the database."""
         db = self.db
-        for app_id, mailbox_id, for_nameplate, owner in db.execute(
-            "SELECT app_id, id, for_nameplate, owner FROM mailboxes"
-        ):
-            rz.app(app_id).mailboxes[mailbox_id] = Mailbox(
-                mailbox_id, bool(for_nameplate), now, owner=owner or ""
-            )
-        for app_id, mailbox_id, side, opened, added, mood in db.execute(
-            "SELECT app_id, mailbox_id, side, opened, added, mood FROM mailbox_sides"
-        ):
-            mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
-            if mailbox is not None:
-                mailbox.sides[side] = MailboxSide(bool(opened), added, mood)
-        last_seq = 0
-        for seq, app_id, mailbox_id, side, phase, size, server_rx, msg_id, owner in db.execute(
-            "SELECT seq, app_id, mailbox_id, side, phase,"
-            " CASE typeof(body) WHEN 'blob' THEN length(body) ELSE length(body) / 2 END,"
-            " server_rx, msg_id, owner FROM messages ORDER BY seq"
-        ):
-            last_seq = seq
-            mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
-            if mailbox is not None:
-                message = Message(
-                    side, phase, server_rx, orjson.loads(msg_id), size, seq, owner or ""
-                )
-                mailbox.messages.append(message)
-                mailbox.size += size
-        rz.next_seq = max(rz.next_seq, last_seq + 1)
-        for app_id, name, mailbox_id, owner in db.execute(
-            "SELECT app_id, name, mailbox_id, owner FROM nameplates"
-        ):
-            rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id, owner=owner or "")
-        for app_id, name, side, claimed, added in db.execute(
-            "SELECT app_id, name, side, claimed, added FROM nameplate_sides"
-        ):
-            nameplate = rz.app(app_id).nameplates.get(name)
-            if nameplate is not None:
-                nameplate.sides[side] = NameplateSide(bool(claimed), added)
-        for app in list(rz.apps.values()):
-            if app.is_empty():
-                del rz.apps[app.app_id]
-        rz.rebuild_ledger()
+        load_state(
+            rz,
+            now,
+            StoredRows(
+                mailboxes=db.execute(f"SELECT {L.MAILBOX_COLUMNS} FROM mailboxes"),
+                mailbox_sides=db.execute(f"SELECT {L.MAILBOX_SIDE_COLUMNS} FROM mailbox_sides"),
+                messages=db.execute(
+                    f"SELECT {L.MESSAGE_COLUMNS_BEFORE_SIZE},"
+                    " CASE typeof(body) WHEN 'blob' THEN length(body) ELSE length(body) / 2 END,"
+                    f" {L.MESSAGE_COLUMNS_AFTER_SIZE} FROM messages ORDER BY seq"
+                ),
+                nameplates=db.execute(f"SELECT {L.NAMEPLATE_COLUMNS} FROM nameplates"),
+                nameplate_sides=db.execute(
+                    f"SELECT {L.NAMEPLATE_SIDE_COLUMNS} FROM nameplate_sides"
+                ),
+            ),
+        )
 
 
 Writer = Callable[[sqlite3.Connection, Any], object]

@@ -1,0 +1,123 @@
+"""Where the server's state is stored: the SQLite files in `--data-dir` (the default),
+or a PostgreSQL database (`--store postgresql://...`).
+
+Both are the same thing to the server: something that opens and loads the state into the
+rendezvous, a `Syncer` the group committer hands each batch to, a body reader for
+replays, and a health probe. The protocol's decisions are the same for both (they are
+made in protocol/, in memory); only the rows' home differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from pigeonhole.config import ServerConfig
+from pigeonhole.protocol.channels import Rendezvous
+from pigeonhole.server.replay import BodyLoader
+from pigeonhole.store.group_commit import LocalSyncer, Syncer
+from pigeonhole.store.helper import StoreHelper
+from pigeonhole.store.postgres import PostgresStore
+from pigeonhole.store.sqlite import BodyReader, SqliteStore
+
+
+class Storage(Protocol):
+    #: shown on the status page
+    kind: str
+    syncer: Syncer
+    bodies: BodyLoader
+    #: the SQLite store helper process, when it is the one committing
+    helper: StoreHelper | None
+
+    async def open(self, rz: Rendezvous, now: float) -> None:
+        """Open (creating or upgrading the schema) and load the live state into `rz`."""
+
+    def ping(self) -> None:
+        """Raise if the database does not answer (for /health; never waits)."""
+
+    async def close(self) -> None: ...
+
+
+class SqliteStorage:
+    """channel.sqlite and usage.sqlite in the data directory, written as `--commit-sync`
+    says: by the store helper process, or on the loop and synced in a thread or on it."""
+
+    kind = "SQLite"
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.store = SqliteStore(config.channel_db, config.usage_db)
+        self._reader = BodyReader(config.channel_db)
+        self._read_executor: ThreadPoolExecutor | None = None
+        self.bodies = BodyLoader(self._read_bodies)
+        self._executor = (
+            ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-sync")
+            if config.commit_sync == "thread"
+            else None
+        )
+        self.helper = (
+            StoreHelper(config.channel_db, config.usage_db)
+            if config.commit_sync == "process"
+            else None
+        )
+        self.syncer: Syncer = (
+            self.helper
+            if self.helper is not None
+            else LocalSyncer(self.store.write, self.store.sync, self._executor)
+        )
+
+    async def open(self, rz: Rendezvous, now: float) -> None:
+        self.store.open()
+        if self.helper is not None:
+            self.helper.open()
+        self.store.load(rz, now)
+
+    async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
+        if self._read_executor is None:
+            self._read_executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-bodies")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._read_executor, self._reader.read, app_id, mailbox_id
+        )
+
+    def ping(self) -> None:
+        self.store.ping()
+
+    async def close(self) -> None:
+        if self.helper is not None:
+            self.helper.close()
+        if self._read_executor is not None:
+            self._read_executor.shutdown(wait=True)
+            self._read_executor = None
+        self._reader.close()
+        self.store.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+
+class PostgresStorage:
+    """A PostgreSQL database (store/postgres.py): one node per database for now."""
+
+    kind = "PostgreSQL"
+    helper: StoreHelper | None = None
+
+    def __init__(self, url: str) -> None:
+        self.store = PostgresStore(url)
+        self.syncer: Syncer = self.store
+        self.bodies = BodyLoader(self.store.read_bodies)
+
+    async def open(self, rz: Rendezvous, now: float) -> None:
+        await self.store.open()
+        await self.store.load(rz, now)
+
+    def ping(self) -> None:
+        self.store.ping()
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+def make_storage(config: ServerConfig) -> Storage:
+    if config.store is not None:
+        return PostgresStorage(config.store)
+    return SqliteStorage(config)
