@@ -209,7 +209,12 @@ def stored_body(body: str) -> bytes | str:
     Every real client sends lowercase (or digits only); the reference echoes whatever
     case it got, so a body in capitals is kept as sent (SQLite stores either in the column).
     """
-    return bytes.fromhex(body) if body.islower() or body.isdigit() else body
+    return body if kept_as_text(body) else bytes.fromhex(body)
+
+
+def kept_as_text(body: str) -> bool:
+    """Whether a hex body is stored as the text sent (capitals, or empty), not as bytes."""
+    return not (body.islower() or body.isdigit())
 
 
 def _usage_nameplate(db: sqlite3.Connection, e: fx.UsageNameplate) -> None:
