@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
 
-from pigeonhole.server.status import status_json
-
-if TYPE_CHECKING:
-    from pigeonhole.server.app import MailboxServer
+from pigeonhole.server.context import ServerView
+from pigeonhole.server.status import StatusRings, status_json
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -41,7 +38,9 @@ def status_page() -> bytes:
     return resources.files("pigeonhole.server").joinpath("static/status.html").read_bytes()
 
 
-def make_admin_app(server: MailboxServer, health: Handler, metrics: Handler) -> web.Application:
+def make_admin_app(
+    server: ServerView, rings: StatusRings, health: Handler, metrics: Handler
+) -> web.Application:
     page = status_page()
 
     async def status(request: web.Request) -> web.Response:
@@ -50,7 +49,7 @@ def make_admin_app(server: MailboxServer, health: Handler, metrics: Handler) -> 
         )
 
     async def status_data(request: web.Request) -> web.Response:
-        body = orjson.dumps(status_json(server, server.status))
+        body = orjson.dumps(status_json(server, rings))
         return web.Response(
             body=body,
             content_type="application/json",

@@ -39,6 +39,7 @@ from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
 from pigeonhole.server.admin import make_admin_app
 from pigeonhole.server.connection import Connection
+from pigeonhole.server.context import Peer
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
@@ -277,7 +278,7 @@ class MailboxServer:
     # -- logging and tasks ----------------------------------------------------------
 
     def event(
-        self, what: str, conn: Connection | None, kind: str | None = None, **fields: object
+        self, what: str, conn: Peer | None, kind: str | None = None, **fields: object
     ) -> None:
         """One structured log line; client addresses are left out under --blur-usage.
 
@@ -295,7 +296,7 @@ class MailboxServer:
         else:
             self.log_summary.note(kind, line, fields)
 
-    def refused(self, explain: str, conn: Connection) -> None:
+    def refused(self, explain: str, conn: Peer) -> None:
         """A command got an `error`: counted by kind; limit and quota refusals logged."""
         kind = self.metrics.count_error(explain)
         if kind in LIMIT_ERRORS:
@@ -361,7 +362,7 @@ class MailboxServer:
     async def _start_admin(self) -> None:
         """The admin listener: a plain aiohttp site of its own (server/admin.py)."""
         c = self.config
-        app = make_admin_app(self, self._health, self._metrics)
+        app = make_admin_app(self, self.status, self._health, self._metrics)
         self._admin_runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._admin_runner.setup()
         site = web.TCPSite(self._admin_runner, c.admin_host, c.admin_port, reuse_address=True)

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import TYPE_CHECKING
 
 from pigeonhole.protocol.messages import FrameError, decode_frame
 from pigeonhole.protocol.session import CLOSE_POLICY, Frame, Session, Step, error_frame
+from pigeonhole.server.context import ConnectionHost
 from pigeonhole.server.outbox import Barrier, Outbox
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import Commit
-
-if TYPE_CHECKING:
-    from pigeonhole.server.app import MailboxServer
 
 log = logging.getLogger("pigeonhole.connection")
 
@@ -40,7 +37,7 @@ class Connection:
     )
 
     def __init__(
-        self, server: MailboxServer, socket: MailboxSocket, address: str, port: int | None
+        self, server: ConnectionHost, socket: MailboxSocket, address: str, port: int | None
     ) -> None:
         self.server = server
         self.socket = socket

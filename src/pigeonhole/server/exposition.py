@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from pigeonhole.archive.endpoint import ARCHIVE_KEY
+from pigeonhole.server.context import ServerView
 from pigeonhole.server.metrics import COMMIT_BUCKETS
-
-if TYPE_CHECKING:
-    from pigeonhole.server.app import MailboxServer
 
 
 def _escape(value: str) -> str:
@@ -22,7 +19,7 @@ def _labelled(name: str, label: str, counts: Counter[str]) -> list[str]:
     ]
 
 
-def _histogram(server: MailboxServer) -> list[str]:
+def _histogram(server: ServerView) -> list[str]:
     m = server.metrics
     name = "pigeonhole_commit_latency_seconds"
     lines = [f"# TYPE {name} histogram"]
@@ -38,7 +35,7 @@ def _histogram(server: MailboxServer) -> list[str]:
     return lines
 
 
-def render_metrics(server: MailboxServer) -> str:
+def render_metrics(server: ServerView) -> str:
     m = server.metrics
     nameplates, mailboxes = server.rendezvous.counts()
     c = server.committer
@@ -79,7 +76,7 @@ def render_metrics(server: MailboxServer) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _storage(server: MailboxServer) -> list[str]:
+def _storage(server: ServerView) -> list[str]:
     """What is stored against its quota, the disk, and whether writes are refused."""
     ledger, disk = server.ledger, server.disk
     cache = server.rendezvous.bodies
@@ -104,7 +101,7 @@ def _storage(server: MailboxServer) -> list[str]:
     return lines
 
 
-def _archive(server: MailboxServer) -> list[str]:
+def _archive(server: ServerView) -> list[str]:
     if ARCHIVE_KEY not in server.app:
         return []
     lines = []

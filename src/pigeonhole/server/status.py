@@ -1,6 +1,6 @@
 """The live status page's figures: the server's own counters, sampled into fixed rings.
 
-Once a second a timer (MailboxServer) calls `StatusRings.tick`: it notes the most live
+Once a second a timer (ServerView) calls `StatusRings.tick`: it notes the most live
 connections seen and, when the wall-clock minute changes, closes the minute: what the
 counters gained since its start goes into a ring of the last 60 minutes. Nothing is
 counted per message or per connection for this: the counters are those the server keeps
@@ -18,13 +18,11 @@ import heapq
 import math
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pigeonhole import __version__
+from pigeonhole.server.context import ServerView
 from pigeonhole.server.metrics import COMMIT_BUCKETS
-
-if TYPE_CHECKING:
-    from pigeonhole.server.app import MailboxServer
 
 #: mailbox usage results (protocol/usage.py), in the page's order
 RESULTS = ("happy", "lonely", "scary", "errory", "pruney", "crowded", "quiet")
@@ -55,7 +53,7 @@ class Totals:
     commit_buckets: tuple[int, ...] = (0,) * len(COMMIT_BUCKETS)
 
     @classmethod
-    def read(cls, server: MailboxServer) -> Totals:
+    def read(cls, server: ServerView) -> Totals:
         m, rz = server.metrics, server.rendezvous
         permissions = m.permissions
         return cls(
@@ -111,7 +109,7 @@ class Minute:
 class StatusRings:
     """The last hour, minute by minute, in a fixed ring; fed by `tick` once a second."""
 
-    def __init__(self, server: MailboxServer) -> None:
+    def __init__(self, server: ServerView) -> None:
         self._server = server
         self.minutes: deque[Minute] = deque(maxlen=MINUTES)
         self._start = 0.0
@@ -201,7 +199,7 @@ def _sum(parts: list[Totals]) -> Totals:
     )
 
 
-def status_json(server: MailboxServer, rings: StatusRings) -> dict[str, Any]:
+def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
     """What /status.json answers: the live figures, and the last hour minute by minute."""
     c = server.config
     rings.tick()  # a minute that ended since the last tick is closed first

@@ -13,13 +13,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, cast
+import typing
+from typing import cast
 
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import Protocol, Side, State
 
-if TYPE_CHECKING:
-    from pigeonhole.server.connection import Connection
+
+class FrameHandler(typing.Protocol):
+    """The connection a socket hands its messages to (connection.py's Connection)."""
+
+    def handle_frame(self, data: str | bytes) -> None: ...
+    def connection_lost(self) -> None: ...
+
 
 #: websockets' per-connection log lines (INFO and below) are not wanted here
 FRAMES_LOG = logging.getLogger("pigeonhole.frames")
@@ -48,7 +54,7 @@ class MailboxSocket(asyncio.Protocol):
     def __init__(self, transport: asyncio.Transport, max_size: int) -> None:
         self._transport = transport
         self._ws = Protocol(Side.SERVER, max_size=max_size, logger=FRAMES_LOG)
-        self.conn: Connection | None = None
+        self.conn: FrameHandler | None = None
         #: a fragmented message being reassembled: (is text, parts)
         self._fragments: tuple[bool, list[bytes]] | None = None
         #: depth of `begin()` calls: inside one, writes wait for the outermost `end()`
