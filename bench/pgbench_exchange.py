@@ -74,27 +74,24 @@ def pgbench_script(effects: list[Effect]) -> str:
     return "\n".join([*sets, f"SELECT channel.apply_batch('{literal}'::jsonb);", ""])
 
 
-async def create(admin: str, name: str) -> str:
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    url = admin.rsplit("/", 1)[0] + "/" + name
+async def execute(url: str, sql: str) -> None:
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute(schema_sql())
+        await conn.execute(sql)
     finally:
         await conn.close()
+
+
+async def create(admin: str, name: str) -> str:
+    """A scratch database with Pigeonhole's schema; its URL."""
+    await execute(admin, f'CREATE DATABASE "{name}"')
+    url = admin.rsplit("/", 1)[0] + "/" + name
+    await execute(url, schema_sql())
     return url
 
 
 async def drop(admin: str, name: str) -> None:
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    await execute(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> None:

@@ -308,29 +308,26 @@ ADDRESS_QUOTAS = {
 
 
 @functools.cache
-def address_quota_args(python: str) -> tuple[str, ...]:
-    """The ADDRESS_QUOTAS options this Pigeonhole knows (older commits have none)."""
-    out = subprocess.run(
+def serve_help(python: str) -> str:
+    """This Pigeonhole's `serve --help`: which options it knows (older commits lack some)."""
+    return subprocess.run(
         [python, "-m", "pigeonhole", "serve", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
         cwd="/",
     ).stdout
+
+
+def address_quota_args(python: str) -> tuple[str, ...]:
+    """The ADDRESS_QUOTAS options this Pigeonhole knows (older commits have none)."""
+    out = serve_help(python)
     return tuple(x for opt, value in ADDRESS_QUOTAS.items() if opt in out for x in (opt, value))
 
 
-@functools.cache
 def has_admin_listener(python: str) -> bool:
     """Whether this Pigeonhole's `serve` has --admin-port (older commits have none)."""
-    out = subprocess.run(
-        [python, "-m", "pigeonhole", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-    ).stdout
-    return "--admin-port" in out
+    return "--admin-port" in serve_help(python)
 
 
 class StatusPoller:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+import process_support
 
 TWIST = Path(sys.executable).parent / "twist"
 REFERENCE_SCHEMAS = "wormhole_mailbox_server/db-schemas"
@@ -33,6 +37,23 @@ def reference_schema(name: str) -> str:
     import wormhole_mailbox_server  # type: ignore[import-untyped]
 
     return (Path(wormhole_mailbox_server.__file__).parent / "db-schemas" / name).read_text()
+
+
+def reference_database(
+    path: Path, schema: str, version: int, sql: str = "", rows: Sequence[tuple[Any, ...]] = ()
+) -> Path:
+    """A database made with one of the reference's schema files, holding `version` and,
+    if given, `rows` inserted with `sql`."""
+    con = sqlite3.connect(path)
+    try:
+        con.executescript(reference_schema(schema))
+        con.execute("INSERT INTO version (version) VALUES (?)", (version,))
+        if sql:
+            con.executemany(sql, rows)
+        con.commit()
+    finally:
+        con.close()
+    return path
 
 
 def sha256(path: Path) -> str:
@@ -89,17 +110,7 @@ class ReferenceServer:
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM (SIGKILL after `timeout`) and wait; returns the exit status."""
-        proc = self.proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return process_support.stop(self.proc, timeout=timeout)
 
     def log_text(self) -> str:
         try:

@@ -44,6 +44,8 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
+import process_support
+
 BIN = Path(sys.executable).parent
 WORMHOLE = BIN / "wormhole"
 TWIST = BIN / "twist"
@@ -242,17 +244,7 @@ class Server:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
         """Send `sig` to the server's PID and wait; SIGKILL after `timeout`."""
-        proc = self.proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return process_support.stop(self.proc, sig, timeout)
 
     def log_text(self) -> str:
         try:

@@ -65,6 +65,15 @@ def run_import(*args: str) -> Any:
     return CliRunner().invoke(cli, ["import-reference", *args], catch_exceptions=False)
 
 
+def import_files(channel_db: Path, usage_db: Path, data_dir: Path) -> Any:
+    """`import-reference` of both databases into DATA_DIR, which must succeed."""
+    result = run_import(
+        "--channel-db", str(channel_db), "--usage-db", str(usage_db), "--data-dir", str(data_dir)
+    )
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:

@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from click.testing import CliRunner
-from migrate_support import bound, on_reference, rows, run_import
+from migrate_support import bound, import_files, on_reference, rows
 from server_support import base_config
 
 from pigeonhole.cli.usage import export_usage
 from pigeonhole.pipeline import export as export_module
 from pigeonhole.server.app import MailboxServer
-from reference_support import ReferenceServer, reference_schema, sha256
+from reference_support import ReferenceServer, reference_database, sha256
 
 pytestmark = pytest.mark.slow
 #: rows in the reference usage database of the locking test: several pages
@@ -81,12 +81,7 @@ async def test_reference_usage_exports_while_it_runs_and_continues_after_the_swi
 
     reference.stop()
     data = tmp_path / "pigeonhole"
-    imported = run_import(
-        "--channel-db", str(reference.channel_db),
-        "--usage-db", str(reference.usage_db),
-        "--data-dir", str(data),
-    )  # fmt: skip
-    assert imported.exit_code == 0, imported.output
+    import_files(reference.channel_db, reference.usage_db, data)
     # the imported history exports to exactly the same rows
     again = tmp_path / "again"
     assert export("--data-dir", str(data), "--out", str(again)).exit_code == 0
@@ -135,14 +130,11 @@ def test_the_export_never_holds_off_the_references_commits(
     the reference cannot commit (it gives up after 5 s). The export reads in short
     statements, so between pages nothing is held: a commit that waits for nobody
     (timeout 0), tried between every two pages, always succeeds."""
-    db = tmp_path / "usage.sqlite"
-    con = sqlite3.connect(db)
-    con.executescript(reference_schema("usage-v2.sql"))
-    con.execute("INSERT INTO version VALUES (2)")
     row = ("app", 1, 1_700_000_000.5, 10.0, 2.0, "happy")
-    con.executemany("INSERT INTO mailboxes VALUES (?,?,?,?,?,?)", [row] * ROWS)
-    con.commit()
-    con.close()
+    db = reference_database(
+        tmp_path / "usage.sqlite", "usage-v2.sql", 2,
+        "INSERT INTO mailboxes VALUES (?,?,?,?,?,?)", [row] * ROWS,
+    )  # fmt: skip
     outcomes: list[str] = []
     to_arrow = export_module._to_arrow
 

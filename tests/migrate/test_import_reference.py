@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from migrate_support import OTHER_APP, bound, on_reference, rows, run_import
+from migrate_support import OTHER_APP, bound, import_files, on_reference, rows, run_import
 from server_support import Frame, base_config, strip
 
 from pigeonhole.server.app import MailboxServer
-from reference_support import ReferenceServer, reference_schema, sha256
+from reference_support import ReferenceServer, reference_database, sha256
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +37,7 @@ async def test_waiting_clients_finish_on_pigeonhole_after_the_import(
     reference.stop()
     hashes = {p: sha256(p) for p in (reference.channel_db, reference.usage_db)}
     data = tmp_path / "pigeonhole"
-    result = run_import(
-        "--channel-db", str(reference.channel_db),
-        "--usage-db", str(reference.usage_db),
-        "--data-dir", str(data),
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    result = import_files(reference.channel_db, reference.usage_db, data)
     assert "imported reference channel v1, usage v2" in result.output
     assert "messages: 4" in result.output
     assert {p: sha256(p) for p in hashes} == hashes  # the reference's files are untouched
@@ -130,9 +125,8 @@ def as_channel_v2(v1: Path, v2: Path) -> None:
 
 def as_usage_v1(v2: Path, v1: Path) -> None:
     """A usage v1 file (the reference's own usage-v1.sql) holding the v2 file's rows."""
+    reference_database(v1, "usage-v1.sql", 1)
     con = sqlite3.connect(v1)
-    con.executescript(reference_schema("usage-v1.sql"))
-    con.execute("INSERT INTO version (version) VALUES (1)")
     con.execute("ATTACH DATABASE ? AS src", (str(v2),))
     for table in ("current", "nameplates", "mailboxes"):
         con.execute(f"INSERT INTO main.{table} SELECT * FROM src.{table}")
@@ -167,10 +161,7 @@ async def test_both_channel_and_usage_schema_versions_import(
         ("v2-v1", v2_channel, v1_usage),
     ):
         data = tmp_path / name
-        result = run_import(
-            "--channel-db", str(channel), "--usage-db", str(usage), "--data-dir", str(data)
-        )
-        assert result.exit_code == 0, result.output
+        result = import_files(channel, usage, data)
         imported[name] = dump(data)
     assert "imported reference channel v2, usage v1" in result.output
     first, second = imported["v1-v2"], imported["v2-v1"]
@@ -193,12 +184,7 @@ def test_files_it_does_not_understand_are_refused_and_nothing_is_written(
     con.commit()
     con.close()
     # a reference-looking file of a version it never shipped
-    future = tmp_path / "future.sqlite"
-    con = sqlite3.connect(future)
-    con.executescript(reference_schema("channel-v1.sql"))
-    con.execute("INSERT INTO version VALUES (3)")
-    con.commit()
-    con.close()
+    future = reference_database(tmp_path / "future.sqlite", "channel-v1.sql", 3)
     # Pigeonhole's own channel database: a version table, but not the reference's tables
     ours = tmp_path / "ours"
     from pigeonhole.store.migrations import create_or_check
@@ -206,16 +192,13 @@ def test_files_it_does_not_understand_are_refused_and_nothing_is_written(
     ours.mkdir()
     create_or_check(ours / "channel.sqlite", "channel", 2)
     # a real reference file, damaged in the middle
-    damaged = tmp_path / "damaged.sqlite"
-    con = sqlite3.connect(damaged)
-    con.executescript(reference_schema("channel-v1.sql"))
-    con.execute("INSERT INTO version VALUES (1)")
-    con.executemany(
+    damaged = reference_database(
+        tmp_path / "damaged.sqlite",
+        "channel-v1.sql",
+        1,
         "INSERT INTO messages VALUES ('app', 'mbox', 'side', 'pake', ?, 1.0, 'id')",
         [("ab" * 500,) for _ in range(200)],
     )
-    con.commit()
-    con.close()
     raw = bytearray(damaged.read_bytes())
     raw[4096 * 3 : 4096 * 5] = b"\xff" * 8192
     damaged.write_bytes(bytes(raw))
@@ -236,12 +219,7 @@ def test_files_it_does_not_understand_are_refused_and_nothing_is_written(
         assert sha256(path) == before
         assert not [p for p in tmp_path.iterdir() if ".import-" in p.name]
     # a good channel file with a bad usage file: still nothing written
-    good = tmp_path / "good.sqlite"
-    con = sqlite3.connect(good)
-    con.executescript(reference_schema("channel-v1.sql"))
-    con.execute("INSERT INTO version VALUES (1)")
-    con.commit()
-    con.close()
+    good = reference_database(tmp_path / "good.sqlite", "channel-v1.sql", 1)
     result = run_import(
         "--channel-db", str(good), "--usage-db", str(foreign), "--data-dir", str(tmp_path / "t")
     )
@@ -250,12 +228,7 @@ def test_files_it_does_not_understand_are_refused_and_nothing_is_written(
 
 
 def test_a_data_directory_with_state_is_refused(tmp_path: Path) -> None:
-    good = tmp_path / "relay.sqlite"
-    con = sqlite3.connect(good)
-    con.executescript(reference_schema("channel-v1.sql"))
-    con.execute("INSERT INTO version VALUES (1)")
-    con.commit()
-    con.close()
+    good = reference_database(tmp_path / "relay.sqlite", "channel-v1.sql", 1)
     data = tmp_path / "data"
     assert run_import("--channel-db", str(good), "--data-dir", str(data)).exit_code == 0
     before = {p.name: sha256(p) for p in data.iterdir()}

@@ -11,34 +11,22 @@ import base64
 import itertools
 import json
 import os
-import shutil
 import struct
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chromium_support import FLAGS as CHROMIUM_FLAGS
+from chromium_support import chromium_binary, page_socket
+
 from .conftest import ReportRun
 
 SCREENSHOT = Path(__file__).parents[2] / "docs" / "report-screenshot.png"
-#: the flags this machine needs (env/machines/python-svc.md): no sandbox as root, no network
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--window-size=1100,900",
-    "--remote-debugging-port=0",
-]
+FLAGS = [*CHROMIUM_FLAGS, "--window-size=1100,900"]
 
 
 class DevTools:
@@ -67,9 +55,7 @@ class DevTools:
 def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
     """Chromium showing OUTPUT/index.html, loaded."""
     client = pytest.importorskip("websockets.sync.client", reason="websockets drives Chromium")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("no chromium (Debian package `chromium`)")
+    chromium = chromium_binary()
     profile = tmp_path_factory.mktemp("chromium")
     url = (report_run.out / "index.html").as_uri()
     process = subprocess.Popen(
@@ -79,7 +65,7 @@ def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Ite
     )
     try:
         with client.connect(
-            _page_socket(profile / "DevToolsActivePort", url), max_size=None
+            page_socket(profile / "DevToolsActivePort", url), max_size=None
         ) as socket:
             tools = DevTools(socket)
             deadline = time.monotonic() + 30
@@ -92,20 +78,6 @@ def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Ite
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def _page_socket(port_file: Path, url: str) -> str:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if port_file.exists() and port_file.read_text().strip():
-            port = port_file.read_text().split()[0]
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:
-                targets = json.load(answer)
-            for target in targets:
-                if target.get("type") == "page" and target.get("url") == url:
-                    return str(target["webSocketDebuggerUrl"])
-        time.sleep(0.1)
-    raise AssertionError("Chromium did not open the page")
 
 
 def test_the_report_renders_with_its_title_and_sections(page: DevTools) -> None:

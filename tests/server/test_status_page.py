@@ -12,10 +12,8 @@ import itertools
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,25 +23,14 @@ from server_support import APPID
 from status_support import OTHER_APP, crowded, exchange, lonely
 from websockets.asyncio.client import ClientConnection, connect
 
+from chromium_support import FLAGS as CHROMIUM_FLAGS
+from chromium_support import chromium_binary, page_socket
 from pigeonhole.protocol.limits import BODY_TOO_LARGE, Limits
 
 pytestmark = pytest.mark.asyncio
 
 SCREENSHOT = Path(__file__).parents[2] / "docs" / "status-screenshot.png"
-#: the flags this machine needs (as root: no sandbox; no network beyond loopback)
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--window-size=1280,900",
-    "--remote-debugging-port=0",
-]
+FLAGS = [*CHROMIUM_FLAGS, "--window-size=1280,900"]
 ADDRESS = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}\b")
 
 
@@ -111,9 +98,7 @@ class DevTools:
 @contextlib.asynccontextmanager
 async def chromium(tmp_path: Path) -> AsyncIterator[DevTools]:
     """Headless Chromium on about:blank, its page attached with Runtime, Log and Page on."""
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        pytest.skip("no chromium (Debian package `chromium`)")
+    binary = chromium_binary()
     profile = tmp_path / "chromium"
     process = subprocess.Popen(
         [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
@@ -121,7 +106,7 @@ async def chromium(tmp_path: Path) -> AsyncIterator[DevTools]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        url = await asyncio.to_thread(_page_socket, profile / "DevToolsActivePort")
+        url = await asyncio.to_thread(page_socket, profile / "DevToolsActivePort")
         async with connect(url, max_size=None) as socket:
             tools = DevTools(socket)
             for domain in ("Runtime", "Log", "Page"):
@@ -133,20 +118,6 @@ async def chromium(tmp_path: Path) -> AsyncIterator[DevTools]:
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def _page_socket(port_file: Path) -> str:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if port_file.exists() and port_file.read_text().strip():
-            port = port_file.read_text().split()[0]
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:
-                targets = json.load(answer)
-            for target in targets:
-                if target.get("type") == "page":
-                    return str(target["webSocketDebuggerUrl"])
-        time.sleep(0.1)
-    raise AssertionError("Chromium did not start")
 
 
 async def open_status(tools: DevTools, url: str) -> None:

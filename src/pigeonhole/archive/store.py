@@ -16,6 +16,7 @@ from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from pigeonhole.archive.query import KeyRange
+from pigeonhole.durable import fsync_path
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -157,17 +158,8 @@ def _create(path: Path) -> None:
         finally:
             db.close()
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_path(path.parent)  # the rename is durable
     except sqlite3.Error as err:
         raise ArchiveError(f"unable to create {path}: {err}") from err
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pigeonhole.durable import fsync_path
 from pigeonhole.migrate import reference as ref
 from pigeonhole.store.migrations import create_or_check
 from pigeonhole.store.sqlite import CHANNEL_VERSION, USAGE_VERSION, stored_body
@@ -208,24 +209,12 @@ def _import_usage(opened: ref.Opened, path: Path, summary: ImportSummary) -> Non
 def _publish(staging: Path, data_dir: Path) -> None:
     """Sync the new files and move them into DATA_DIR (made if missing)."""
     for name in STATE_FILES:
-        fd = os.open(staging / name, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(staging / name)
     check_target(data_dir)  # still free: nothing else wrote state meanwhile
     if not data_dir.exists():
         os.replace(staging, data_dir)
     else:
         for name in STATE_FILES:
             os.replace(staging / name, data_dir / name)
-    _fsync_dir(data_dir)
-    _fsync_dir(data_dir.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(data_dir)
+    fsync_path(data_dir.parent)

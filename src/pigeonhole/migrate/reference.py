@@ -12,7 +12,7 @@ turns their rows into Pigeonhole's: one mapping, used by `import-reference` and 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -250,21 +250,21 @@ def channel_rows(opened: Opened, now: float) -> ChannelRows:
         plate_sides.append((key[0], key[1], side, int(bool(claimed)), _time(added, now)))
     return ChannelRows(
         nameplates=plates,
-        nameplate_sides=_unique_sides(plate_sides, 3, skip),
+        nameplate_sides=_unique_sides(plate_sides, skip),
         mailboxes=[
             (app_id, mailbox_id, for_nameplate, first_added.get(mailbox_id, updated))
             for mailbox_id, (app_id, for_nameplate, updated) in mailboxes.items()
         ],
-        mailbox_sides=_unique_sides(sides, 3, skip),
+        mailbox_sides=_unique_sides(sides, skip),
         skipped=skipped,
     )
 
 
-def _unique_sides(rows: list[Any], key_len: int, skip: Any) -> list[Any]:
+def _unique_sides(rows: list[Any], skip: Callable[[str], None]) -> list[Any]:
     """One row per (app, channel, side): the reference has no key; the last row wins."""
     unique: dict[tuple[Any, ...], Any] = {}
     for row in rows:
-        key = tuple(row[:key_len])
+        key = tuple(row[:3])
         if key in unique:
             skip("repeated side rows")
         unique[key] = row

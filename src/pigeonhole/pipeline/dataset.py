@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
 
+from pigeonhole.durable import fsync_path
+
 FORMAT_NAME = "pigeonhole-usage"
 #: Bump on any incompatible change; readers refuse versions they do not know.
 SCHEMA_VERSION = 1
@@ -245,7 +247,7 @@ class DatasetWriter:
         }
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
         pq.write_table(table, self._staging / staged, compression="zstd")
-        _fsync_file(self._staging / staged)
+        fsync_path(self._staging / staged)
         self._moves.append((staged, final))
 
     def _apply(self, moves: list[tuple[str, str]], cursor: Mapping[str, int]) -> None:
@@ -257,7 +259,7 @@ class DatasetWriter:
                 os.replace(source, target)
                 dirs.add(target.parent)
         for directory in dirs:
-            _fsync_dir(directory)
+            fsync_path(directory)
         _atomic_write(self._state / "cursor.json", json.dumps(dict(cursor)).encode())
 
     def _write_schema_file(self) -> None:
@@ -275,20 +277,4 @@ def _atomic_write(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(path.parent)

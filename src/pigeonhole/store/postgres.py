@@ -60,6 +60,8 @@ def schema_sql() -> str:
 class PostgresStore:
     def __init__(self, url: str) -> None:
         self.url = url
+        #: the asyncpg module, imported when the store opens (an optional dependency)
+        self._pg: Any = None
         self._writer: Any = None
         self._lock: Any = None
         self._pool: Any = None
@@ -72,7 +74,7 @@ class PostgresStore:
 
     async def open(self) -> None:
         """Connect, create or check the schema, and take the node's lock (else refuse)."""
-        pg = _asyncpg()
+        pg = self._pg = _asyncpg()
         try:
             self._writer = await pg.connect(self.url)
             await self._create_or_check()
@@ -191,7 +193,7 @@ class PostgresStore:
         task.add_done_callback(finished)
 
     async def _write(self, effects: list[fx.Effect]) -> None:
-        pg = _asyncpg()
+        pg = self._pg
         batch = encode_batch(effects)
         if self._writer is None or self._writer.is_closed():
             try:
