@@ -1,6 +1,8 @@
 """Replays on `open` come from the store when the body cache does not hold the bodies.
 
-Bodies live in SQLite (as bytes); memory keeps only a bounded cache of recent small ones.
+Bodies live in the store (as bytes); on SQLite memory keeps only a bounded cache of recent
+small ones. On PostgreSQL the `open` reads them in its own transaction (nothing is cached
+by a node), so the cache's own figures are checked on SQLite only.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ async def test_a_replay_reads_bodies_the_cache_does_not_hold(make_server, bound)
         receiver = await bound("b", srv=srv)
         replayed = [strip(f) for f in await receiver.open("mbox")]
         assert replayed == sent  # same bodies, ids and order as the echoes
-        assert srv.bodies.loads == 1
         _, _, metrics = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
-        assert "pigeonhole_replay_store_reads_total 1\n" in metrics
         assert "pigeonhole_stored_bytes 300004\n" in metrics
+        if srv.cluster is None:
+            assert srv.bodies.loads == 1
+            assert "pigeonhole_replay_store_reads_total 1\n" in metrics
 
 
 async def test_live_messages_wait_behind_a_replay_from_the_store(make_server, bound) -> None:
@@ -61,7 +64,8 @@ async def test_a_small_recent_body_is_replayed_from_the_cache(make_server, bound
 async def test_big_bodies_stay_off_the_heap_and_survive_a_restart(make_server, bound) -> None:
     async with make_server() as srv:
         sent = await _store_three(bound, srv)
-        assert srv.rendezvous.bodies.size == len("00ab") + len("AAbb")  # BIG is not cached
+        if srv.cluster is None:
+            assert srv.rendezvous.bodies.size == len("00ab") + len("AAbb")  # BIG is not cached
         assert srv.ledger.stored_bytes == 300_004
     async with make_server() as again:
         assert len(again.rendezvous.bodies) == 0 and again.ledger.stored_bytes == 300_004

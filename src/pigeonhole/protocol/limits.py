@@ -81,6 +81,11 @@ class TokenBucket:
         self._tokens = burst
         self._last = now
 
+    def copy(self) -> TokenBucket:
+        bucket = TokenBucket(self._rate, self._burst, self._last)
+        bucket._tokens = self._tokens
+        return bucket
+
     def take(self, now: float) -> bool:
         elapsed = max(0.0, now - self._last)
         self._last = now

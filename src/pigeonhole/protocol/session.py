@@ -56,6 +56,25 @@ class Step:
     load_bodies: tuple[str, str, dict[int, Frame]] | None = None
     #: close the connection after sending: (code, reason)
     close: tuple[int, str] | None = None
+    #: the number of the last message `replayed` (set by a store that needs it)
+    replayed_up_to: int = 0
+
+
+@dataclass(slots=True)
+class Wants:
+    """The shared state one command reads (what a store that loads state per command,
+    store/shared.py, must lock and load before the command is decided)."""
+
+    #: nameplates by name, and mailboxes by id (with the nameplates pointing at them)
+    names: list[tuple[str, str]] = field(default_factory=list)
+    mailboxes: list[tuple[str, str]] = field(default_factory=list)
+    #: apps whose every nameplate name is read (allocate, list)
+    apps: list[str] = field(default_factory=list)
+    #: mailboxes whose stored bodies are replayed (open)
+    bodies: list[tuple[str, str]] = field(default_factory=list)
+    #: the quotas of this connection's address are checked; a message number is needed
+    owner: bool = False
+    seq: bool = False
 
 
 def error_frame(explain: str, orig: object) -> Frame:
@@ -163,6 +182,56 @@ class Session:
             # effects made before the error (a crowded side's rows) are still committed
             step.immediate.append(error_frame(err.explain, msg))
         return step
+
+    def wants(self, msg: dict[str, Any]) -> Wants:
+        """What `receive(msg)` would read of the shared state, without changing anything.
+
+        A message the session will refuse anyway reads nothing; the refusal is decided by
+        `receive` as usual.
+        """
+        want = Wants()
+        app_id, mtype = self.app_id, msg.get("type")
+        if app_id is None:
+            return want
+        if mtype == "list":
+            want.apps.append(app_id)
+        elif mtype == "allocate":
+            want.apps.append(app_id)
+            want.owner = True
+        elif mtype in ("claim", "release"):
+            name = msg.get("nameplate", self._nameplate if mtype == "release" else None)
+            if isinstance(name, str):
+                want.names.append((app_id, name))
+            want.owner = mtype == "claim"
+        elif mtype in ("open", "close"):
+            mailbox_id = msg.get("mailbox", self._mailbox_id if mtype == "close" else None)
+            if isinstance(mailbox_id, str):
+                want.mailboxes.append((app_id, mailbox_id))
+                if mtype == "open":
+                    want.bodies.append((app_id, mailbox_id))
+            want.owner = mtype == "open"
+        elif mtype == "add" and self.mailbox is not None:
+            want.mailboxes.append((app_id, self.mailbox.id))
+            want.owner = want.seq = True
+        return want
+
+    def fork(self, rendezvous: Rendezvous) -> Session:
+        """A copy deciding against another (loaded) rendezvous: kept by `adopt` only if its
+        writes commit, so a transaction that is rolled back and decided again is decided
+        from this session's state as it was."""
+        trial = Session.__new__(Session)
+        for name in Session.__slots__:
+            setattr(trial, name, getattr(self, name))
+        trial._rz = rendezvous
+        trial._bucket = self._bucket.copy()
+        return trial
+
+    def adopt(self, trial: Session) -> None:
+        """Take a fork's state (its writes committed); this session keeps its rendezvous."""
+        rendezvous = self._rz
+        for name in Session.__slots__:
+            setattr(self, name, getattr(trial, name))
+        self._rz = rendezvous
 
     def disconnect(self) -> None:
         """The connection is gone: stop live delivery. Claims and opens stay (reference)."""
@@ -296,10 +365,12 @@ class Session:
     def _add(self, msg: dict[str, Any], now: float, step: Step) -> None:
         mailbox = self.mailbox
         app_id, side = self._ids()
-        if mailbox is not None and self._rz.mailbox(app_id, mailbox.id) is not mailbox:
-            # deleted meanwhile (every side closed it from other connections)
-            self.disconnect()
-            mailbox = None
+        if mailbox is not None:
+            current = self._rz.mailbox(app_id, mailbox.id)
+            if current is None:
+                # deleted meanwhile (every side closed it from other connections)
+                self.disconnect()
+            mailbox = current
         if mailbox is None:
             raise ProtocolError(e.ADD_NEEDS_OPEN)
         if "phase" not in msg:

@@ -38,6 +38,7 @@ from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
 from pigeonhole.server.admin import make_admin_app
+from pigeonhole.server.cluster import Node
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.context import Peer
 from pigeonhole.server.disk import DiskWatch
@@ -48,7 +49,7 @@ from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.status import StatusRings
-from pigeonhole.server.storage import make_storage
+from pigeonhole.server.storage import PostgresStorage, make_storage
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter, Syncer
 from pigeonhole.store.helper import StoreHelper
@@ -94,6 +95,13 @@ class MailboxServer:
         self.ledger = self.rendezvous.ledger
         #: where the state is stored: SQLite in the data directory, or PostgreSQL
         self.storage = make_storage(config)
+        #: with PostgreSQL, this process is one node of a server whose state lives in the
+        #: database (server/cluster.py); None on SQLite, where memory holds the state
+        self.cluster: Node | None = (
+            Node(self, self.storage.store, SECURE_RANDOMNESS)
+            if isinstance(self.storage, PostgresStorage)
+            else None
+        )
         self.disk = DiskWatch(config.data_dir, config.disk_free_watermark)
         self.log_summary = LogSummary(log, time.monotonic)
         #: why commits fail, while they do (None: they do not)
@@ -319,7 +327,9 @@ class MailboxServer:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)  # the archive's, at least
         self.ledger.disk_low = self.disk.check()
         await self.storage.open(self.rendezvous, self._started_at)
-        nameplates, mailboxes = self.rendezvous.counts()
+        if self.cluster is not None:
+            await self.cluster.start()
+        nameplates, mailboxes = self.alive()
         self.status.begin(self._started_at)
         if self.config.admin:
             await self._start_admin()
@@ -411,6 +421,8 @@ class MailboxServer:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self._drain_or_abandon()
+        if self.cluster is not None:
+            await self.cluster.stop()
         self.log_summary.flush()
         await self.storage.close()
         log.info("pigeonhole stopped")
@@ -466,8 +478,25 @@ class MailboxServer:
         for conn in list(self.connections):
             conn.check_behind(now, timeout)
 
+    def alive(self) -> tuple[int, int]:
+        """(nameplates, mailboxes) alive: in memory, or in the shared database."""
+        if self.cluster is not None:
+            return self.cluster.counts()
+        return self.rendezvous.counts()
+
     async def prune_now(self) -> int:
-        """Prune idle channels and wait until the deletions are committed."""
+        """Prune idle channels and wait until the deletions are committed.
+
+        With several nodes, only the leader prunes (server/cluster.py).
+        """
+        if self.cluster is not None:
+            if not self.cluster.leader:
+                return 0
+            pruned = await self.cluster.prune()
+            self.metrics.pruned_mailboxes += pruned
+            if pruned:
+                log.info("pruned %d idle mailboxes", pruned)
+            return pruned
         effects: list[fx.Effect] = []
         pruned = self.rendezvous.prune(self.clock(), self.config.prune_expiry, effects)
         barrier = self.committer.submit(effects)
@@ -479,6 +508,10 @@ class MailboxServer:
         return pruned
 
     async def sample_usage(self) -> None:
+        if self.cluster is not None:
+            if self.cluster.leader:  # one sample for the whole server
+                await self.cluster.sample_usage()
+            return
         nameplates, mailboxes = self.rendezvous.counts()
         conns = self.connections
         blur = self.config.blur_usage
@@ -497,6 +530,16 @@ class MailboxServer:
             await barrier
 
     # -- failure ------------------------------------------------------------------
+
+    def storage_failed(self, err: BaseException) -> None:
+        """A shared-store batch failed; it is decided again until it commits."""
+        self._storage_failed(err)
+
+    def storage_recovered(self) -> None:
+        self._storage_recovered()
+
+    def observe_commit(self, seconds: float) -> None:
+        self.metrics.observe_commit(seconds)
 
     def _storage_failed(self, err: BaseException) -> None:
         """A commit failed and was rolled back; the committer writes it again later.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+from typing import Any
 
+from pigeonhole.protocol.limits import TOO_MANY_COMMANDS
 from pigeonhole.protocol.messages import FrameError, decode_frame
 from pigeonhole.protocol.session import CLOSE_POLICY, Frame, Session, Step, error_frame
 from pigeonhole.server.context import ConnectionHost
@@ -75,6 +77,8 @@ class Connection:
     def connection_lost(self) -> None:
         """The transport is gone: leave the mailbox and drop what is still held."""
         self.session.disconnect()
+        if self.server.cluster is not None:
+            self.server.cluster.forget(self)
         self.outbox.stop()
         self.server.detach(self)
 
@@ -92,8 +96,33 @@ class Connection:
             server.refused(err.explain, self)
             return
         server.metrics.count_command(msg["type"])
+        cluster = server.cluster
+        if cluster is not None:
+            # the database is shared: the command is decided in the node's next batch,
+            # which calls `emit` after its commit (server/cluster.py)
+            cluster.enqueue(self, msg)
+            return
         step = self.session.receive(msg, server.clock())
         barrier = server.committer.submit(step.effects)
+        self._emit(msg, step, barrier)
+
+    def emit(self, msg: dict[str, Any], step: Step) -> None:
+        """Send what a step decided in a committed batch (shared store: nothing waits)."""
+        self._emit(msg, step, None)
+
+    def deliver(self, frame: Frame) -> None:
+        """Another side's message from any node (shared store)."""
+        self.outbox.deliver(frame)
+
+    def flooded(self, msg: dict[str, Any]) -> None:
+        """More commands queued than the node takes: refused and closed, as a flood."""
+        self.outbox.put(error_frame(TOO_MANY_COMMANDS, msg))
+        self.server.refused(TOO_MANY_COMMANDS, self)
+        self._close_request = (CLOSE_POLICY, TOO_MANY_COMMANDS)
+        self.server.spawn(self.close(CLOSE_POLICY, TOO_MANY_COMMANDS))
+
+    def _emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
+        server = self.server
         held = barrier if self._ack_waits(msg["type"], step) else None
         refused = False
         for frame in step.immediate:
@@ -189,6 +218,8 @@ class Connection:
         self.server.metrics.count_limit("slow reader")
         self.server.event("closing slow reader", self, kind="slow reader")
         self.session.disconnect()
+        if self.server.cluster is not None:
+            self.server.cluster.forget(self)
         self.server.detach(self)  # it stops counting now, not when its socket is gone
         self.server.spawn(self._drop_slow())
 

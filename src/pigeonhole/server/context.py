@@ -18,6 +18,7 @@ from pigeonhole.config import ServerConfig
 from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.protocol.ledger import Ledger
+from pigeonhole.server.cluster import Node
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
@@ -51,9 +52,15 @@ class ServerCore(Protocol):
     @property
     def bodies(self) -> BodyLoader: ...
 
+    def alive(self) -> tuple[int, int]:
+        """(nameplates, mailboxes) alive."""
+
 
 class ConnectionHost(ServerCore, Protocol):
     """What one connection (connection.py) uses of the server."""
+
+    @property
+    def cluster(self) -> Node | None: ...
 
     def welcome(
         self, host: str, port: int | None, permission_required: dict[str, object]

@@ -37,7 +37,7 @@ def _histogram(server: ServerView) -> list[str]:
 
 def render_metrics(server: ServerView) -> str:
     m = server.metrics
-    nameplates, mailboxes = server.rendezvous.counts()
+    nameplates, mailboxes = server.alive()
     c = server.committer
     lines = [
         "# TYPE pigeonhole_connections gauge",

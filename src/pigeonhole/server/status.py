@@ -216,7 +216,7 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
     kinds = sorted(dict(hour.limits))
     per_minute_limits = [dict(t.limits) for t in gained]
     commit = [_commit_ms(t.commits, t.commit_seconds, t.commit_buckets) for t in gained]
-    nameplates, mailboxes = server.rendezvous.counts()
+    nameplates, mailboxes = server.alive()
     ledger, disk, cache = server.ledger, server.disk, server.rendezvous.bodies
     hour_mean, hour_p99 = _commit_ms(hour.commits, hour.commit_seconds, hour.commit_buckets)
     recent = _sum(gained[-2:])  # the last closed minute and the one in progress
@@ -258,7 +258,7 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "recent_p99_ms": recent_p99,
             "hour_mean_ms": hour_mean,
             "hour_p99_ms": hour_p99,
-            "batches": server.committer.batches,
+            "batches": server.metrics.commit_count,
         },
         "permissions": {
             "methods": list(c.permissions),

@@ -14,12 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from pigeonhole.config import ServerConfig
+from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.server.replay import BodyLoader
-from pigeonhole.store.group_commit import LocalSyncer, Syncer
+from pigeonhole.store.group_commit import Done, LocalSyncer, Syncer
 from pigeonhole.store.helper import StoreHelper
-from pigeonhole.store.postgres import PostgresStore
-from pigeonhole.store.sqlite import BodyReader, SqliteStore
+from pigeonhole.store.postgres import PostgresStore, encode_batch
+from pigeonhole.store.sqlite import BodyReader, SqliteStore, StoreError
 
 
 class Storage(Protocol):
@@ -96,25 +97,47 @@ class SqliteStorage:
 
 
 class PostgresStorage:
-    """A PostgreSQL database (store/postgres.py): one node per database for now."""
+    """A PostgreSQL database (store/postgres.py) shared by any number of nodes: nothing is
+    loaded into memory; the node (server/cluster.py) decides in the database."""
 
     kind = "PostgreSQL"
     helper: StoreHelper | None = None
 
     def __init__(self, url: str) -> None:
         self.store = PostgresStore(url)
-        self.syncer: Syncer = self.store
-        self.bodies = BodyLoader(self.store.read_bodies)
+        self.syncer: Syncer = _Writes(self.store)
+        self.bodies = BodyLoader(self._read_bodies)
 
     async def open(self, rz: Rendezvous, now: float) -> None:
         await self.store.open()
-        await self.store.load(rz, now)
+
+    async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
+        rows = await self.store.messages_after(app_id, mailbox_id, 0)
+        return {seq: frame["body"] for seq, frame in rows}
 
     def ping(self) -> None:
         self.store.ping()
 
     async def close(self) -> None:
         await self.store.close()
+
+
+class _Writes:
+    """Effects that need no decision, through the group committer (a Syncer)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, effects: list[fx.Effect], done: Done) -> None:
+        task = asyncio.get_running_loop().create_task(self._store.write(encode_batch(effects)))
+        self._tasks.add(task)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            done(StoreError("the write was cancelled") if task.cancelled() else task.exception())
+
+        task.add_done_callback(finished)
 
 
 def make_storage(config: ServerConfig) -> Storage:

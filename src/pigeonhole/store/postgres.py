@@ -1,45 +1,63 @@
-"""The PostgreSQL store (`serve --store postgresql://...`): the SQLite store's job on a server.
+"""The PostgreSQL store (`serve --store postgresql://...`): one database, any number of nodes.
 
-The same effects become the same rows (store/schema/postgres-v1.sql), a batch is one
-transaction, and its commit (`synchronous_commit` on: the WAL is flushed) is what a
-reply waits for, as the SQLite store's fdatasync is. PostgreSQL already commits many
-sessions per flush, so there is no separate sync step. A batch is one call of the
-schema's `channel.apply_batch` with the effects as one JSON array: one round trip and
-one transaction however many rows it holds (at 100 exchanges in flight, 1,361
-exchanges/s against 544 with a round trip per run of rows: bench/README.md).
-
-One node serves a database: the node holds a session advisory lock for as long as it
-runs, and a second node on the same database is refused at start with a clear message.
-Several nodes sharing one database (issue 16) need the protocol's decisions taken in
-the database, which this store does not do yet.
-
-Connections (asyncpg): one writes the batches, one holds the node's lock, and a small
-pool serves the start-up load, replayed bodies and the health probe.
+The database is the truth, not a node's memory (store/shared.py says how a batch of
+commands is decided in one transaction). This module holds the connections and the SQL:
+- the schema, created or upgraded at start under an advisory lock (postgres-v1.sql, then
+  postgres-upgrade-v1-v2.sql), so nodes starting together cannot race;
+- `decide`: one transaction on the node's writer connection: `channel.lock_and_load`,
+  the caller's decision, `channel.apply_batch` (writes and NOTIFY), commit. A commit
+  (`synchronous_commit` on: the WAL is flushed) is what a reply waits for;
+- a listening connection (autocommit, never used for anything else) that hands each
+  notification to the node and, after it was lost, reconnects, LISTENs again and tells
+  the node to re-read what it may have missed;
+- the leader lock: a session advisory lock on a connection of its own, so exactly one
+  node prunes and samples usage, and a node that dies (kill -9) lets it go with its
+  connection;
+- a small pool for reads: totals, the nodes table, bodies too big to notify, health.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.protocol.channels import Rendezvous
-from pigeonhole.store import loading as L
-from pigeonhole.store.group_commit import Done
-from pigeonhole.store.loading import StoredRows, load_state
 from pigeonhole.store.sqlite import StoreError, kept_as_text
 
-POSTGRES_VERSION = 1
-#: advisory lock keys: creating the schema (per transaction), and the serving node
+POSTGRES_VERSION = 2
+#: advisory lock keys: creating or upgrading the schema (per transaction), and the leader
 SCHEMA_LOCK = 0x50_69_67_01
-NODE_LOCK = 0x50_69_67_02
+LEADER_LOCK = 0x50_69_67_03
 #: seconds between health probes (`/health` reports the last one)
 PING_INTERVAL = 2.0
+#: the channel every node LISTENs on
+CHANNEL = "pigeonhole"
+#: SQLSTATEs after which a batch is decided again: unique violation (two nodes made one
+#: nameplate), deadlock, serialization failure
+RETRY_STATES = frozenset({"23505", "40P01", "40001"})
+
+T = TypeVar("T")
+#: the node's notification handler (payload), and what it does after a lost listener
+OnNotify = Callable[[str], None]
+OnResync = Callable[[], Awaitable[None]]
+
+
+#: SQLSTATE classes of a database that is unwell (connection, resources, operator, system):
+#: anything else means the database refused what the batch holds
+UNWELL_CLASSES = frozenset({"08", "53", "55", "57", "58", "XX"})
+
+
+class Conflict(StoreError):
+    """The batch collided with another node's: decide it again from fresh rows."""
+
+
+class Refused(StoreError):
+    """The database refused the batch's content (deciding it again would not help)."""
 
 
 def _asyncpg() -> Any:
@@ -52,9 +70,8 @@ def _asyncpg() -> Any:
     return asyncpg
 
 
-def schema_sql() -> str:
-    path = resources.files("pigeonhole.store") / "schema" / f"postgres-v{POSTGRES_VERSION}.sql"
-    return path.read_text()
+def schema_sql(name: str) -> str:
+    return (resources.files("pigeonhole.store") / "schema" / name).read_text()
 
 
 class PostgresStore:
@@ -63,27 +80,29 @@ class PostgresStore:
         #: the asyncpg module, imported when the store opens (an optional dependency)
         self._pg: Any = None
         self._writer: Any = None
-        self._lock: Any = None
+        self._listener: Any = None
+        self._leader: Any = None
         self._pool: Any = None
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._ping_task: asyncio.Task[None] | None = None
+        self._listen_task: asyncio.Task[None] | None = None
+        self._on_notify: OnNotify | None = None
+        self._on_resync: OnResync | None = None
+        self._closing = False
+        self._listening = False
         #: why the last health probe failed (None: it answered)
         self.ping_error: str | None = None
+        #: notifications received, and times the listener was connected again
+        self.notifications = 0
+        self.relistens = 0
 
     # -- lifecycle ------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Connect, create or check the schema, and take the node's lock (else refuse)."""
+        """Connect and create, upgrade or check the schema."""
         pg = self._pg = _asyncpg()
         try:
             self._writer = await pg.connect(self.url)
-            await self._create_or_check()
-            self._lock = await pg.connect(self.url)
-            if not await self._lock.fetchval("SELECT pg_try_advisory_lock($1)", NODE_LOCK):
-                raise StoreError(
-                    "another Pigeonhole node is serving this database; one node per"
-                    " database (several nodes sharing one are not supported yet)"
-                )
+            await self._create_or_upgrade()
             self._pool = await pg.create_pool(self.url, min_size=1, max_size=4)
         except (OSError, pg.PostgresError) as err:
             await self.close()
@@ -93,74 +112,248 @@ class PostgresStore:
             raise
         self._ping_task = asyncio.get_running_loop().create_task(self._probe())
 
-    async def _create_or_check(self) -> None:
+    async def _create_or_upgrade(self) -> None:
         async with self._writer.transaction():
             await self._writer.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
             exists = await self._writer.fetchval(
                 "SELECT to_regclass('channel.version') IS NOT NULL"
             )
+            version = 0
             if not exists:
-                await self._writer.execute(schema_sql())
-                return
-            version = await self._writer.fetchval("SELECT max(version) FROM channel.version")
+                await self._writer.execute(schema_sql("postgres-v1.sql"))
+                version = 1
+            else:
+                version = await self._writer.fetchval("SELECT max(version) FROM channel.version")
+            if version == 1:
+                await self._writer.execute(schema_sql("postgres-upgrade-v1-v2.sql"))
+                version = 2
             if version != POSTGRES_VERSION:
                 raise StoreError(
                     f"unable to handle PostgreSQL schema version {version}"
                     f" (want {POSTGRES_VERSION})"
                 )
 
+    async def listen(self, on_notify: OnNotify, on_resync: OnResync) -> None:
+        """LISTEN now (before the node serves), and keep listening until `close`."""
+        self._on_notify, self._on_resync = on_notify, on_resync
+        await self._connect_listener()
+        self._listening = True
+        self._listen_task = asyncio.get_running_loop().create_task(self._keep_listening())
+
+    async def _connect_listener(self) -> None:
+        conn = await self._pg.connect(self.url)
+        await conn.add_listener(CHANNEL, self._notified)
+        self._listener = conn
+
+    def _notified(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self.notifications += 1
+        if self._on_notify is not None:
+            self._on_notify(payload)
+
+    async def _keep_listening(self) -> None:
+        """Notice a lost listener, connect again, LISTEN, and have the node re-read."""
+        while not self._closing:
+            await asyncio.sleep(0.5)
+            conn = self._listener
+            if conn is not None and not conn.is_closed():
+                continue
+            try:
+                await self._connect_listener()
+            except Exception as err:
+                self.ping_error = f"listener: {err}"
+                continue
+            self.relistens += 1
+            if self._on_resync is not None:
+                await self._on_resync()
+
     async def close(self) -> None:
-        if self._ping_task is not None:
-            self._ping_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ping_task
-            self._ping_task = None
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await task
+        self._closing = True
+        for name in ("_ping_task", "_listen_task"):
+            task = getattr(self, name)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                setattr(self, name, None)
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-        for name in ("_lock", "_writer"):
+        for name in ("_listener", "_leader", "_writer"):
             conn = getattr(self, name)
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
                 setattr(self, name, None)
 
+    # -- the batch ------------------------------------------------------------------
+
+    async def decide(
+        self, spec: dict[str, Any], decide: Callable[[dict[str, Any]], tuple[T, str]]
+    ) -> T:
+        """Lock and load `spec`, decide, write what `decide` returns, commit; its result.
+
+        `Conflict` when another node's batch collided (decide again); `StoreError` when
+        the database failed (nothing was written).
+        """
+        pg = self._pg
+        try:
+            if self._writer is None or self._writer.is_closed():
+                self._writer = await pg.connect(self.url)
+            writer = self._writer
+            async with writer.transaction():
+                loaded = orjson.loads(
+                    await writer.fetchval(
+                        "SELECT channel.lock_and_load($1::jsonb)::text",
+                        orjson.dumps(spec).decode(),
+                    )
+                )
+                result, batch = decide(loaded)
+                await writer.execute("SELECT channel.apply_batch($1::jsonb)", batch)
+            return result
+        except pg.PostgresError as err:
+            state = str(getattr(err, "sqlstate", "") or "")
+            if state in RETRY_STATES:
+                raise Conflict(str(err)) from err
+            if state[:2] not in UNWELL_CLASSES:
+                raise Refused(f"refused by the database: {err}") from err
+            raise StoreError(f"transaction rolled back: {err}") from err
+        except (OSError, pg.InterfaceError) as err:
+            raise StoreError(f"PostgreSQL unreachable: {err}") from err
+
+    async def write(self, batch: str) -> None:
+        """Effects that need no decision (usage samples), in a transaction of their own."""
+        await self._pool.execute("SELECT channel.apply_batch($1::jsonb)", batch)
+
+    # -- the leader -----------------------------------------------------------------
+
+    async def lead(self) -> bool:
+        """Hold (or take) the leader lock; False while another node holds it."""
+        try:
+            if self._leader is not None and not self._leader.is_closed():
+                await self._leader.fetchval("SELECT 1")
+                return True
+            self._leader = None
+            conn = await self._pg.connect(self.url)
+            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK):
+                self._leader = conn
+                return True
+            await conn.close()
+        except Exception:
+            self._leader = None
+        return False
+
+    async def grant_grace(self, now: float) -> None:
+        """A new leader gives every channel a fresh expiry window (the reconnect grace
+        the clients of a node that went away need)."""
+        await self._pool.execute(
+            "UPDATE channel.mailboxes SET updated = greatest(updated, $1)", now
+        )
+
+    async def idle_mailboxes(self, before: float, limit: int) -> list[tuple[str, str]]:
+        rows = await self._pool.fetch(
+            "SELECT app_id, id FROM channel.mailboxes WHERE updated < $1 LIMIT $2",
+            before,
+            limit,
+        )
+        return [(app_id, mailbox_id) for app_id, mailbox_id in rows]
+
+    async def touch(self, mailboxes: list[tuple[str, str]], now: float) -> None:
+        """Keep mailboxes alive that this node's connections are subscribed to."""
+        if not mailboxes:
+            return
+        await self._pool.execute(
+            "UPDATE channel.mailboxes m SET updated = greatest(m.updated, $3)"
+            " FROM unnest($1::text[], $2::text[]) AS t(app_id, id)"
+            " WHERE m.app_id = t.app_id AND m.id = t.id",
+            [a for a, _ in mailboxes],
+            [i for _, i in mailboxes],
+            now,
+        )
+
     # -- reads ----------------------------------------------------------------------
 
-    async def load(self, rz: Rendezvous, now: float) -> None:
-        """Rebuild the in-memory state (store/loading.py); bodies stay in the database."""
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            rows = StoredRows(
-                mailboxes=await conn.fetch(f"SELECT {L.MAILBOX_COLUMNS} FROM channel.mailboxes"),
-                mailbox_sides=await conn.fetch(
-                    f"SELECT {L.MAILBOX_SIDE_COLUMNS} FROM channel.mailbox_sides"
-                ),
-                messages=await conn.fetch(
-                    f"SELECT {L.MESSAGE_COLUMNS_BEFORE_SIZE},"
-                    " CASE WHEN body_is_text THEN length(body) / 2 ELSE length(body) END,"
-                    f" {L.MESSAGE_COLUMNS_AFTER_SIZE} FROM channel.messages ORDER BY seq"
-                ),
-                nameplates=await conn.fetch(
-                    f"SELECT {L.NAMEPLATE_COLUMNS} FROM channel.nameplates"
-                ),
-                nameplate_sides=await conn.fetch(
-                    f"SELECT {L.NAMEPLATE_SIDE_COLUMNS} FROM channel.nameplate_sides"
-                ),
-            )
-        load_state(rz, now, rows)
+    async def totals(self) -> tuple[int, int, int]:
+        """(nameplates, mailboxes, stored body bytes) across every node."""
+        row = await self._pool.fetchrow(
+            "SELECT (SELECT count(*) FROM channel.nameplates),"
+            " (SELECT count(*) FROM channel.mailboxes),"
+            " (SELECT coalesce(sum(size), 0) FROM channel.messages)"
+        )
+        return int(row[0]), int(row[1]), int(row[2])
 
-    async def read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
-        """A mailbox's bodies as hex (or as sent, for capitals), by sequence number."""
+    async def top_holders(self, limit: int) -> dict[str, int]:
+        """The client addresses holding the most stored body bytes, across every node."""
         rows = await self._pool.fetch(
-            "SELECT seq, body, body_is_text FROM channel.messages"
-            " WHERE app_id = $1 AND mailbox_id = $2",
+            "SELECT owner, sum(size) FROM channel.messages WHERE owner IS NOT NULL"
+            " GROUP BY owner ORDER BY 2 DESC LIMIT $1",
+            limit,
+        )
+        return {owner: int(total) for owner, total in rows}
+
+    async def report_node(
+        self, node: str, started: float, now: float, counts: tuple[int, int, int]
+    ) -> None:
+        await self._pool.execute(
+            "INSERT INTO channel.nodes (node, started, updated, connections, bound, subscribed)"
+            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (node) DO UPDATE SET"
+            " updated = EXCLUDED.updated, connections = EXCLUDED.connections,"
+            " bound = EXCLUDED.bound, subscribed = EXCLUDED.subscribed",
+            node,
+            started,
+            now,
+            *counts,
+        )
+
+    async def node_sums(self, since: float) -> tuple[int, int, int, int]:
+        """(nodes, connections, bound, subscribed) of the nodes that reported since."""
+        row = await self._pool.fetchrow(
+            "SELECT count(*), coalesce(sum(connections), 0), coalesce(sum(bound), 0),"
+            " coalesce(sum(subscribed), 0) FROM channel.nodes WHERE updated >= $1",
+            since,
+        )
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+    async def forget_node(self, node: str) -> None:
+        await self._pool.execute("DELETE FROM channel.nodes WHERE node = $1", node)
+
+    async def message(self, seq: int) -> tuple[str, str, dict[str, Any]] | None:
+        """One message by number: (app, mailbox, frame), or None once deleted."""
+        row = await self._pool.fetchrow(
+            "SELECT app_id, mailbox_id FROM channel.messages WHERE seq = $1", seq
+        )
+        if row is None:
+            return None
+        for number, frame in await self.messages_after(row[0], row[1], seq - 1):
+            if number == seq:
+                return row[0], row[1], frame
+        return None
+
+    async def messages_after(
+        self, app_id: str, mailbox_id: str, after: int
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """A mailbox's messages numbered above `after`, as (seq, frame), in order."""
+        rows = await self._pool.fetch(
+            "SELECT seq, side, phase, body, body_is_text, server_rx, msg_id"
+            " FROM channel.messages WHERE app_id = $1 AND mailbox_id = $2 AND seq > $3"
+            " ORDER BY seq",
             app_id,
             mailbox_id,
+            after,
         )
-        return {seq: body.decode("ascii") if is_text else body.hex() for seq, body, is_text in rows}
+        return [
+            (
+                seq,
+                {
+                    "type": "message",
+                    "side": side,
+                    "phase": phase,
+                    "body": body.decode("ascii") if is_text else body.hex(),
+                    "server_rx": server_rx,
+                    "id": orjson.loads(msg_id),
+                },
+            )
+            for seq, side, phase, body, is_text, server_rx, msg_id in rows
+        ]
 
     def ping(self) -> None:
         """Raise if the last health probe failed (for /health, which must not wait)."""
@@ -171,45 +364,23 @@ class PostgresStore:
         while True:
             try:
                 await asyncio.wait_for(self._pool.fetchval("SELECT 1"), PING_INTERVAL)
+                listener = self._listener
+                if self._listening and (listener is None or listener.is_closed()):
+                    raise StoreError("the listening connection is down")
                 self.ping_error = None
             except Exception as err:
                 self.ping_error = str(err) or type(err).__name__
             await asyncio.sleep(PING_INTERVAL)
 
-    # -- writes ---------------------------------------------------------------------
 
-    def start(self, effects: list[fx.Effect], done: Done) -> None:
-        """The group committer's Syncer: one transaction, `done` after its commit."""
-        task = asyncio.get_running_loop().create_task(self._write(effects))
-        self._tasks.add(task)
-
-        def finished(task: asyncio.Task[None]) -> None:
-            self._tasks.discard(task)
-            if task.cancelled():
-                done(StoreError("the write was cancelled"))
-            else:
-                done(task.exception())
-
-        task.add_done_callback(finished)
-
-    async def _write(self, effects: list[fx.Effect]) -> None:
-        pg = self._pg
-        batch = encode_batch(effects)
-        if self._writer is None or self._writer.is_closed():
-            try:
-                self._writer = await pg.connect(self.url)
-            except (OSError, pg.PostgresError) as err:
-                raise StoreError(f"PostgreSQL unreachable: {err}") from err
-        try:
-            # one statement, so one round trip and (autocommit) one transaction
-            await self._writer.execute("SELECT channel.apply_batch($1::jsonb)", batch)
-        except (OSError, pg.PostgresError, pg.InterfaceError) as err:
-            raise StoreError(f"transaction rolled back: {err}") from err
+def encode_effects(effects: list[fx.Effect]) -> list[list[Any]]:
+    """Effects as `channel.apply_batch` takes them (store/schema/postgres-upgrade-v1-v2.sql)."""
+    return [_ENCODERS[type(e)](e) for e in effects]
 
 
 def encode_batch(effects: list[fx.Effect]) -> str:
-    """The batch as the JSON array `channel.apply_batch` takes (store/schema/postgres-v1.sql)."""
-    return orjson.dumps([_ENCODERS[type(e)](e) for e in effects]).decode()
+    """The batch as the JSON array `channel.apply_batch` takes."""
+    return orjson.dumps(encode_effects(effects)).decode()
 
 
 def _message(e: fx.PutMessage) -> list[Any]:
@@ -221,7 +392,8 @@ def _message(e: fx.PutMessage) -> list[Any]:
 
 
 _ENCODERS: dict[type, Callable[[Any], list[Any]]] = {
-    fx.PutNameplate: lambda e: ["put_nameplate", e.app_id, e.name, e.mailbox_id, e.owner],
+    # a plain INSERT: two nodes creating one nameplate collide, and one decides again
+    fx.PutNameplate: lambda e: ["insert_nameplate", e.app_id, e.name, e.mailbox_id, e.owner],
     fx.DeleteNameplate: lambda e: ["delete_nameplate", e.app_id, e.name],
     fx.PutNameplateSide: lambda e: [
         "put_nameplate_side",

@@ -1,0 +1,576 @@
+"""A node of a server whose state lives in PostgreSQL, shared with any number of nodes.
+
+On SQLite one process holds the truth in memory and the store only makes it durable. Here
+the database holds it, so a node keeps nothing a client depends on but its connections:
+
+- **Commands, in batches.** Each connection's commands queue in arrival order; the node
+  takes the next command of every connection that has one and decides them together in
+  one transaction (store/postgres.py `decide`): lock and load what they read, run each on
+  a `Session.fork` against a `Rendezvous` of those rows (store/shared.py), the same
+  protocol core as on SQLite, write the effects, NOTIFY, commit. Only then do replies
+  leave and the forks become the sessions' state. A batch that collides with another
+  node's (two nodes made the same nameplate; a deadlock) is rolled back and decided
+  again from fresh rows: the forks are dropped, so nothing was decided twice. A database
+  that fails keeps the commands queued (retried with a doubling pause) and answers
+  nothing: no reply without its commit. One batch runs at a time per node; one command
+  per connection per batch keeps each connection's order.
+- **Messages to other nodes** ride the batch's NOTIFY (one notification per batch, more
+  only past PostgreSQL's 8000-byte payload limit; a body too big to carry is read from
+  the table by the receiving node). Every node, this one included, hands them to its
+  readers (server/subscriptions.py), except the sender's own connection, which got its
+  echo straight after the commit.
+- **The leader** (a session advisory lock: store/postgres.py `lead`) prunes idle channels
+  and writes the usage samples, summing every node's connection counts from
+  `channel.nodes`. Each node touches the mailboxes its readers hold open, so a mailbox
+  with a reader on any node is never pruned; a new leader grants every channel one
+  fresh expiry window first (the previous leader's clients are reconnecting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable, Collection
+from functools import partial
+from typing import Any, Protocol
+
+import orjson
+
+from pigeonhole.config import ServerConfig
+from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.channels import (
+    MAX_APPS_COUNTED,
+    OTHER_APPS,
+    Mailbox,
+    Randomness,
+    Rendezvous,
+)
+from pigeonhole.protocol.ledger import Ledger
+from pigeonhole.protocol.session import Session, Step, error_frame
+from pigeonhole.protocol.usage import blur
+from pigeonhole.server.subscriptions import Subscriptions
+from pigeonhole.store.group_commit import RETRY_FIRST, RETRY_MAX
+from pigeonhole.store.postgres import (
+    Conflict,
+    PostgresStore,
+    Refused,
+    encode_batch,
+    encode_effects,
+)
+from pigeonhole.store.shared import batch_spec, loaded_rendezvous, new_messages, touches
+from pigeonhole.store.sqlite import StoreError
+
+log = logging.getLogger("pigeonhole.cluster")
+
+#: commands decided in one transaction at most
+MAX_BATCH = 256
+#: NOTIFY payloads stay under PostgreSQL's 8000-byte limit; a message frame bigger than
+#: FRAME_INLINE is sent as its number only, and read from the table by whoever needs it
+PAYLOAD_LIMIT = 7900
+FRAME_INLINE = 6000
+#: seconds between a node's reports (totals, its connection counts, leadership), and
+#: between touches of the mailboxes its readers hold
+TICK = 1.0
+TOUCH_EVERY = 30.0
+#: a node that has not reported for this long is not counted in the usage samples
+NODE_STALE = 5.0
+#: addresses holding the most stored bytes, read each tick for the status page
+TOP_HOLDERS = 5
+#: idle mailboxes pruned per transaction
+PRUNE_CHUNK = 500
+
+
+class Member(Protocol):
+    """A connection as the node sees it (server/connection.py)."""
+
+    @property
+    def session(self) -> Session: ...
+    @property
+    def address(self) -> str: ...
+
+    def emit(self, msg: dict[str, Any], step: Step) -> None: ...
+    def deliver(self, frame: dict[str, Any]) -> None: ...
+    def flooded(self, msg: dict[str, Any]) -> None: ...
+
+
+class NodeHost(Protocol):
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def rendezvous(self) -> Rendezvous: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def connections(self) -> Collection[Any]: ...
+    @property
+    def started_at(self) -> float: ...
+
+    def storage_failed(self, err: BaseException) -> None: ...
+    def storage_recovered(self) -> None: ...
+    def observe_commit(self, seconds: float) -> None: ...
+
+
+class Node:
+    def __init__(self, host: NodeHost, store: PostgresStore, randomness: Randomness) -> None:
+        self.host = host
+        self.store = store
+        self._random = randomness
+        #: this node's id in `channel.nodes` and in its notifications (new at each start)
+        self.id = secrets.token_hex(8)
+        self._queues: dict[Member, deque[dict[str, Any]]] = {}
+        #: connections with a queued command and none in the running batch (ordered set)
+        self._ready: dict[Member, None] = {}
+        self._inflight: set[Member] = set()
+        self._gone: set[Member] = set()
+        self._wake = asyncio.Event()
+        self.subscriptions = Subscriptions(self._deliver)
+        #: notification origin tokens of this node's connections, and the numbers of the
+        #: messages each sent whose notification has not come back yet (a re-read after a
+        #: lost listener must not echo them twice)
+        self._by_token: dict[int, Member] = {}
+        self._echoed: dict[Member, set[int]] = {}
+        self._notes: asyncio.Queue[str] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failing = False
+        #: (nameplates, mailboxes, stored bytes) in the whole database, refreshed each tick
+        self.totals = (0, 0, 0)
+        self.leader = False
+        self._last_touch = 0.0
+        #: counters for operators
+        self.batches = 0
+        self.commands = 0
+        self.conflicts = 0
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """LISTEN first, then serve (so nothing committed after this start is missed)."""
+        await self.store.listen(self._notified, self._resync)
+        await self._report()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run_batches()),
+            loop.create_task(self._run_notes()),
+            loop.create_task(self._every_tick()),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        with contextlib.suppress(Exception):
+            await self.store.forget_node(self.id)
+
+    # -- commands -------------------------------------------------------------------
+
+    def enqueue(self, conn: Member, msg: dict[str, Any]) -> None:
+        """Queue a decoded command; it is decided in a later batch, in order."""
+        if _has_nul(msg):
+            # PostgreSQL text cannot hold U+0000: refused here, not by a failed batch
+            msg = {"type": _REFUSE, "orig": msg, "error": NUL_REFUSED}
+        queue = self._queues.get(conn)
+        if queue is None:
+            queue = self._queues[conn] = deque()
+            self._by_token[id(conn)] = conn
+        elif len(queue) >= self.host.config.max_queued_frames:
+            self._queues.pop(conn, None)
+            self._ready.pop(conn, None)
+            conn.flooded(msg)
+            return
+        queue.append(msg)
+        if conn not in self._inflight:
+            self._ready[conn] = None
+            self._wake.set()
+
+    def join(self, conn: Member) -> None:
+        self._by_token[id(conn)] = conn
+
+    def forget(self, conn: Member) -> None:
+        """The connection is gone: its queued commands are dropped (none was answered)."""
+        self._queues.pop(conn, None)
+        self._ready.pop(conn, None)
+        self._by_token.pop(id(conn), None)
+        self._echoed.pop(conn, None)
+        self.subscriptions.drop(conn)
+        if conn in self._inflight:
+            self._gone.add(conn)
+
+    async def _run_batches(self) -> None:
+        while True:
+            if not self._ready:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch: list[tuple[Member, dict[str, Any]]] = []
+            while self._ready and len(batch) < MAX_BATCH:
+                conn = next(iter(self._ready))
+                del self._ready[conn]
+                queue = self._queues[conn]
+                batch.append((conn, queue.popleft()))
+                if not queue:
+                    del self._queues[conn]
+                self._inflight.add(conn)
+            try:
+                await self._decide(batch)
+            except Exception:
+                log.exception("a batch of %d commands failed", len(batch))
+            finally:
+                for conn, _ in batch:
+                    self._inflight.discard(conn)
+                    if conn in self._queues:
+                        self._ready[conn] = None
+                self._gone.clear()
+
+    async def _decide(self, batch: list[tuple[Member, dict[str, Any]]]) -> None:
+        host = self.host
+        for conn, msg in batch:
+            session = conn.session
+            if msg["type"] == "open" and session.mailbox is None and session.app_id:
+                mailbox_id = msg.get("mailbox")
+                if isinstance(mailbox_id, str):
+                    # before the decision: what commits from now on is held for it
+                    self.subscriptions.pending(conn, (session.app_id, mailbox_id))
+        refused = [(c, m) for c, m in batch if m["type"] == _REFUSE]
+        if refused:
+            for conn, note in refused:
+                conn.emit(note["orig"], _refusal(note["orig"], note["error"]))
+            batch = [(c, m) for c, m in batch if m["type"] != _REFUSE]
+            if not batch:
+                return
+        wants = [conn.session.wants(msg) for conn, msg in batch]
+        owners = [c.address for (c, _), w in zip(batch, wants, strict=True) if w.owner]
+        spec = batch_spec(wants, owners)
+        pause = RETRY_FIRST
+        while True:
+            now = host.clock()
+            began = time.monotonic()
+            try:
+                rz, steps = await self.store.decide(spec, partial(self._run, batch, now=now))
+                break
+            except Conflict:
+                self.conflicts += 1
+            except Refused as err:
+                # the content, not the database: decide each command alone, so only the
+                # one the database refuses is answered with an error
+                if len(batch) == 1:
+                    conn, msg = batch[0]
+                    log.warning("the database refused a command: %s", err)
+                    if conn.session.mailbox is None:
+                        self.subscriptions.drop(conn)
+                    conn.emit(msg, _refusal(msg, "server could not store this command"))
+                    return
+                for single in batch:
+                    await self._decide([single])
+                return
+            except StoreError as err:
+                self._failing = True
+                host.storage_failed(err)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX)
+        if self._failing:
+            self._failing = False
+            host.storage_recovered()
+        host.observe_commit(time.monotonic() - began)
+        self.batches += 1
+        self.commands += len(batch)
+        self._count(rz)
+        self._account(rz, [e for _, step in steps for e in step.effects], owners)
+        for (conn, msg), (trial, step) in zip(batch, steps, strict=True):
+            self._finish(conn, msg, trial, step, rz)
+
+    def _run(
+        self, batch: list[tuple[Member, dict[str, Any]]], loaded: dict[str, Any], *, now: float
+    ) -> tuple[tuple[Rendezvous, list[tuple[Session, Step]]], str]:
+        """Decide the batch on the loaded rows (inside the transaction): the writes."""
+        host = self.host
+        config = host.config
+        rz = loaded_rendezvous(
+            loaded,
+            now,
+            self._random,
+            blur_time=config.blur_usage,
+            limits=config.limits,
+            stored_bytes=self.totals[2],
+            disk_low=host.ledger.disk_low,
+        )
+        steps: list[tuple[Session, Step]] = []
+        rows: list[list[Any]] = []
+        messages: list[list[Any]] = []
+        for conn, msg in batch:
+            session = conn.session
+            subscribed = None
+            if session.mailbox is not None and session.app_id is not None:
+                subscribed = rz.mailbox(session.app_id, session.mailbox.id)
+                if subscribed is not None:
+                    subscribed.subscribers[conn] = None  # its own echo only
+            trial = session.fork(rz)
+            step = trial.receive(msg, now)
+            if subscribed is not None:
+                subscribed.subscribers.clear()
+            if trial.mailbox is not None:
+                trial.mailbox.subscribers.clear()
+            if trial.mailbox is not None and step.replayed:
+                # the replay ends here; what later commands of the batch add goes live
+                step.replayed_up_to = trial.mailbox.messages[len(step.replayed) - 1].seq
+            steps.append((trial, step))
+            rows.extend(encode_effects(step.effects))
+            for put in new_messages(step.effects):
+                messages.append(_note(put, id(conn)))
+        rows.extend(touches(rz, now))
+        rows.extend(["notify", payload] for payload in _payloads(self.id, messages))
+        return (rz, steps), orjson.dumps(rows).decode()
+
+    def _finish(
+        self, conn: Member, msg: dict[str, Any], trial: Session, step: Step, rz: Rendezvous
+    ) -> None:
+        session = conn.session
+        was_reading = session.mailbox is not None
+        session.adopt(trial)
+        mailbox = session.mailbox
+        if mailbox is not None:
+            # a small stand-in: the loaded rows are not kept past the batch
+            session.mailbox = Mailbox(mailbox.id, mailbox.for_nameplate, 0.0)
+        echoes = [put.seq for put in new_messages(step.effects)]
+        if echoes:
+            self._echoed.setdefault(conn, set()).update(echoes)
+        conn.emit(msg, step)
+        if conn in self._gone or mailbox is None:
+            self.subscriptions.drop(conn)
+        elif not was_reading and session.app_id is not None:
+            # the `open` committed: its replay is queued; the rest of the mailbox follows
+            self.subscriptions.go_live(conn, step.replayed_up_to)
+
+    def _account(self, rz: Rendezvous, effects: list[fx.Effect], owners: list[str]) -> None:
+        """This batch's changes to the totals (other nodes' come with the next tick)."""
+        nameplates, mailboxes, _ = self.totals
+        for effect in effects:
+            kind = type(effect)
+            if kind is fx.PutNameplate:
+                nameplates += 1
+            elif kind is fx.DeleteNameplate:
+                nameplates -= 1
+            elif kind is fx.PutMailbox:
+                mailboxes += 1
+            elif kind is fx.DeleteMailbox:
+                mailboxes -= 1
+        held = rz.ledger
+        self.totals = (max(nameplates, 0), max(mailboxes, 0), max(held.stored_bytes, 0))
+        ledger = self.host.ledger
+        ledger.stored_bytes = self.totals[2]
+        for owner in owners:
+            amount = held.bytes_by.get(owner, 0)
+            if amount:
+                ledger.bytes_by[owner] = amount
+            else:
+                ledger.bytes_by.pop(owner, None)
+
+    def _count(self, rz: Rendezvous) -> None:
+        """The batch's exchanges, for the status page (this node's share)."""
+        node = self.host.rendezvous
+        node.mailboxes_created += rz.mailboxes_created
+        node.results.update(rz.results)
+        by_app = node.created_by_app
+        for app_id, count in rz.created_by_app.items():
+            key = app_id if app_id in by_app or len(by_app) < MAX_APPS_COUNTED else OTHER_APPS
+            by_app[key] += count
+
+    # -- messages from every node -------------------------------------------------------
+
+    def _notified(self, payload: str) -> None:
+        self._notes.put_nowait(payload)
+
+    async def _run_notes(self) -> None:
+        """Notifications in commit order (one at a time: a big body is read first)."""
+        while True:
+            payload = await self._notes.get()
+            try:
+                note = orjson.loads(payload)
+                mine = note["n"] == self.id
+                for app_id, mailbox_id, seq, token, frame in note["m"]:
+                    origin = self._by_token.get(token) if mine else None
+                    if origin is not None:
+                        echoed = self._echoed.get(origin)
+                        if echoed is not None:
+                            echoed.discard(seq)
+                    if frame is None:
+                        found = await self.store.message(seq)
+                        if found is None:
+                            continue  # deleted meanwhile: nobody reads it any more
+                        app_id, mailbox_id, frame = found
+                    self.subscriptions.message((app_id, mailbox_id), seq, origin, frame)
+            except Exception:
+                log.exception("a notification could not be delivered")
+
+    def _deliver(self, conn: Any, frame: dict[str, Any]) -> None:
+        conn.deliver(frame)
+
+    async def _resync(self) -> None:
+        """The listener was lost and is back: re-read what readers may have missed."""
+        log.warning("listening connection restored: re-reading the open mailboxes")
+        for sub in self.subscriptions.live():
+            app_id, mailbox_id = sub.key
+            echoed = self._echoed.get(sub.conn, set())
+            for seq, frame in await self.store.messages_after(app_id, mailbox_id, sub.last_seq):
+                origin = sub.conn if seq in echoed else None
+                self.subscriptions.message(sub.key, seq, origin, frame)
+
+    # -- every tick ---------------------------------------------------------------------
+
+    async def _every_tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK)
+            try:
+                await self._report()
+            except Exception as err:
+                log.warning("node report failed: %s", err)
+
+    async def _report(self) -> None:
+        """Totals for quotas and views; this node's counts; readers' mailboxes; leadership."""
+        host = self.host
+        now = host.clock()
+        self.totals = await self.store.totals()
+        host.ledger.stored_bytes = self.totals[2]
+        await self.store.report_node(self.id, host.started_at, now, self._own_counts())
+        top = await self.store.top_holders(TOP_HOLDERS)
+        host.ledger.bytes_by.clear()
+        host.ledger.bytes_by.update(top)
+        if now - self._last_touch >= TOUCH_EVERY:
+            self._last_touch = now
+            await self.store.touch(self.subscriptions.keys(), now)
+        was_leader = self.leader
+        self.leader = await self.store.lead()
+        if self.leader and not was_leader:
+            log.info("this node leads: it prunes and samples usage")
+            await self.store.grant_grace(now)
+
+    def _own_counts(self) -> tuple[int, int, int]:
+        conns = self.host.connections
+        return len(conns), sum(1 for c in conns if c.session.bound), len(self.subscriptions)
+
+    def counts(self) -> tuple[int, int]:
+        return self.totals[0], self.totals[1]
+
+    # -- the leader's work ------------------------------------------------------------------
+
+    async def prune(self) -> int:
+        """Delete channels idle past the expiry (no reader on any node touched them)."""
+        host = self.host
+        expiry = host.config.prune_expiry
+        pruned = 0
+        # this node's readers first (others touch theirs every TOUCH_EVERY seconds, well
+        # inside any expiry)
+        await self.store.touch(self.subscriptions.keys(), host.clock())
+        while True:
+            now = host.clock()
+            idle = await self.store.idle_mailboxes(now - expiry, PRUNE_CHUNK)
+            if not idle:
+                return pruned
+            spec = batch_spec([], ())
+            spec["mailboxes"] = sorted(idle)
+
+            def decide(loaded: dict[str, Any], now: float = now) -> tuple[int, str]:
+                rz = loaded_rendezvous(
+                    loaded,
+                    now,
+                    self._random,
+                    blur_time=host.config.blur_usage,
+                    limits=host.config.limits,
+                    stored_bytes=self.totals[2],
+                )
+                effects: list[fx.Effect] = []
+                count = rz.prune(now, expiry, effects)
+                self._count(rz)
+                self._account(rz, effects, [])
+                return count, encode_batch(effects)
+
+            done = await self.store.decide(spec, decide)
+            pruned += done
+            if done == 0 or len(idle) < PRUNE_CHUNK:
+                return pruned
+
+    async def sample_usage(self) -> None:
+        """One usage sample for the whole server: every live node's connections summed."""
+        host = self.host
+        now = host.clock()
+        await self.store.report_node(self.id, host.started_at, now, self._own_counts())
+        _, connections, bound, subscribed = await self.store.node_sums(now - NODE_STALE)
+        nameplates, mailboxes, _ = await self.store.totals()
+        blur_time = host.config.blur_usage
+        sample = fx.UsageConnectionCount(
+            sampled=blur(now, blur_time),
+            connections=connections,
+            bound=bound,
+            subscribed=subscribed,
+            nameplates=nameplates,
+            mailboxes=mailboxes,
+            rebooted=blur(host.started_at, blur_time),
+            blur_time=blur_time,
+        )
+        await self.store.write(encode_batch([sample]))
+
+
+#: a queued command already refused (never decided), and why
+_REFUSE = " refused"
+NUL_REFUSED = "strings may not contain U+0000 on this server"
+
+
+def _refusal(msg: dict[str, Any], explain: str) -> Step:
+    step = Step()
+    step.immediate.append({"type": "ack", "id": msg.get("id")})
+    step.immediate.append(error_frame(explain, msg))
+    return step
+
+
+def _has_nul(value: object, depth: int = 0) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if depth > 8:
+        return False
+    if isinstance(value, dict):
+        return any(_has_nul(k, depth + 1) or _has_nul(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v, depth + 1) for v in value)
+    return False
+
+
+def _note(put: fx.PutMessage, token: int) -> list[Any]:
+    """One message in a notification: [app, mailbox, number, origin, frame]; a message
+    too big to carry goes as its number only (the receivers read it from the table)."""
+    frame = {
+        "type": "message",
+        "side": put.side,
+        "phase": put.phase,
+        "body": put.body,
+        "server_rx": put.server_rx,
+        "id": put.msg_id,
+    }
+    item: list[Any] = [put.app_id, put.mailbox_id, put.seq, token, frame]
+    if len(put.body) > FRAME_INLINE or len(orjson.dumps(item)) > FRAME_INLINE:
+        item = [None, None, put.seq, token, None]
+    return item
+
+
+def _payloads(node: str, messages: list[list[Any]]) -> list[str]:
+    """The batch's messages as few NOTIFY payloads as fit PAYLOAD_LIMIT, in order."""
+    payloads: list[str] = []
+    run: list[list[Any]] = []
+    size = 0
+    for item in messages:
+        encoded = len(orjson.dumps(item)) + 1
+        if run and size + encoded > PAYLOAD_LIMIT:
+            payloads.append(orjson.dumps({"n": node, "m": run}).decode())
+            run, size = [], 0
+        run.append(item)
+        size += encoded
+    if run:
+        payloads.append(orjson.dumps({"n": node, "m": run}).decode())
+    return payloads

@@ -1,0 +1,115 @@
+"""Deciding commands against state loaded from a shared database (several nodes, one server).
+
+With PostgreSQL the database is the truth, not any node's memory: a node decides a batch
+of commands inside one transaction that first locks and loads what those commands read
+(`channel.lock_and_load`, store/schema/postgres-upgrade-v1-v2.sql), builds a `Rendezvous`
+of just those rows, and runs the same protocol core on it (protocol/session.py, on a
+`Session.fork`). The effects it makes are written in the same transaction. This module
+is the pure half: what to lock (`batch_spec`), the rendezvous made of the loaded rows
+(`loaded_rendezvous`), and the extra writes a shared store needs (`touches`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pigeonhole.protocol import effects as fx
+from pigeonhole.protocol.bodies import BodyCache
+from pigeonhole.protocol.channels import Nameplate, Randomness, Rendezvous
+from pigeonhole.protocol.limits import Limits
+from pigeonhole.protocol.session import Wants
+from pigeonhole.store.loading import StoredRows, load_state
+
+#: a batch's loaded bodies are all kept for the batch (replays need every one)
+_UNBOUNDED = 1 << 62
+
+
+def batch_spec(wants: Iterable[Wants], owners: Iterable[str]) -> dict[str, Any]:
+    """The JSON `channel.lock_and_load` takes for a batch of commands."""
+    names: set[tuple[str, str]] = set()
+    mailboxes: set[tuple[str, str]] = set()
+    apps: set[str] = set()
+    bodies: set[tuple[str, str]] = set()
+    seq = False
+    for want in wants:
+        names.update(want.names)
+        mailboxes.update(want.mailboxes)
+        apps.update(want.apps)
+        bodies.update(want.bodies)
+        seq = seq or want.seq
+    return {
+        "names": sorted(names),
+        "mailboxes": sorted(mailboxes),
+        "apps": sorted(apps),
+        "bodies": sorted(bodies),
+        "owners": sorted(o for o in set(owners) if o),
+        "seq": seq,
+    }
+
+
+def loaded_rendezvous(
+    loaded: dict[str, Any],
+    now: float,
+    randomness: Randomness,
+    *,
+    blur_time: int | None,
+    limits: Limits,
+    stored_bytes: int,
+    disk_low: bool = False,
+) -> Rendezvous:
+    """A rendezvous holding the loaded rows, its quotas as the database counts them.
+
+    Mailboxes keep their stored `updated` (pruning reads it). Nameplates of an app listed
+    whole (allocate, list) that were not locked come as bare names: allocation only
+    needs to know they are taken.
+    """
+    rz = Rendezvous(randomness, blur_time, limits, BodyCache(_UNBOUNDED, _UNBOUNDED))
+    mailboxes = loaded["mailboxes"]
+    load_state(
+        rz,
+        now,
+        StoredRows(
+            mailboxes=[row[:4] for row in mailboxes],
+            mailbox_sides=loaded["mailbox_sides"],
+            messages=loaded["messages"],
+            nameplates=loaded["nameplates"],
+            nameplate_sides=loaded["nameplate_sides"],
+        ),
+    )
+    for app_id, mailbox_id, _, _, updated in mailboxes:
+        mailbox = rz.mailbox(app_id, mailbox_id)
+        if mailbox is not None:
+            mailbox.updated = updated
+    for app_id, name, mailbox_id in loaded["app_names"]:
+        app = rz.app(app_id)
+        if name not in app.nameplates:
+            app.nameplates[name] = Nameplate(name, mailbox_id)
+    for seq, body in loaded["bodies"]:
+        rz.bodies.put(seq, body)
+    if loaded["seq"] is not None:
+        rz.next_seq = loaded["seq"]
+    ledger = rz.ledger
+    for owner, nameplates, mailboxes_held, held_bytes in loaded["owners"]:
+        ledger.nameplates_by[owner] = nameplates
+        ledger.mailboxes_by[owner] = mailboxes_held
+        ledger.bytes_by[owner] = held_bytes
+    ledger.stored_bytes = stored_bytes
+    ledger.disk_low = disk_low
+    return rz
+
+
+def touches(rz: Rendezvous, now: float) -> list[list[Any]]:
+    """`touch` writes for the mailboxes this batch's commands used (the core sets their
+    `updated` to `now`): they stay alive. A single node keeps `updated` in memory; here
+    whichever node prunes reads it from the database."""
+    return [
+        ["touch", app.app_id, mailbox.id, now]
+        for app in rz.apps.values()
+        for mailbox in app.mailboxes.values()
+        if mailbox.updated == now
+    ]
+
+
+def new_messages(effects: Iterable[fx.Effect]) -> list[fx.PutMessage]:
+    return [e for e in effects if isinstance(e, fx.PutMessage)]
