@@ -1,0 +1,107 @@
+"""The protocol core deciding on loaded rows, as a node of a shared store does.
+
+`Session.wants` says what a command reads; `Session.fork` decides on another rendezvous
+and `adopt` keeps the result only once it committed; store/shared.py builds the
+rendezvous from the rows `channel.lock_and_load` returns. Pure: no database here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pigeonhole.protocol.channels import Randomness
+from pigeonhole.protocol.errors import CROWDED, GREEDY
+from pigeonhole.protocol.limits import ADDRESS_NAMEPLATES, Limits
+from pigeonhole.protocol.session import Session
+from pigeonhole.store.shared import batch_spec, loaded_rendezvous, touches
+
+NOW = 1_000.0
+_ids = itertools.count(1)
+RANDOM = Randomness(lambda seq: seq[0], lambda n: 0, lambda: f"mb{next(_ids)}")
+
+
+def _empty(**overrides: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = {
+        "seq": None,
+        "nameplates": [],
+        "nameplate_sides": [],
+        "mailboxes": [],
+        "mailbox_sides": [],
+        "messages": [],
+        "bodies": [],
+        "app_names": [],
+        "owners": [],
+    }
+    loaded.update(overrides)
+    return loaded
+
+
+def _rz(loaded: dict[str, Any], limits: Limits | None = None, stored: int = 0):  # type: ignore[no-untyped-def]
+    return loaded_rendezvous(
+        loaded, NOW, RANDOM, blur_time=None, limits=limits or Limits(), stored_bytes=stored
+    )
+
+
+def _bound(side: str, owner: str = "192.0.2.1") -> Session:
+    session = Session(_rz(_empty()), object(), owner=owner)
+    session.receive({"type": "bind", "appid": "app", "side": side}, NOW)
+    return session
+
+
+def test_wants_name_what_each_command_reads() -> None:
+    s = _bound("a")
+    assert s.wants({"type": "ping", "ping": 1}).names == []
+    claim = s.wants({"type": "claim", "nameplate": "4"})
+    assert claim.names == [("app", "4")] and claim.owner
+    assert s.wants({"type": "allocate"}).apps == ["app"]
+    opened = s.wants({"type": "open", "mailbox": "m"})
+    assert opened.mailboxes == [("app", "m")] and opened.bodies == [("app", "m")]
+    assert s.wants({"type": "add", "phase": "p", "body": ""}).mailboxes == []  # not open
+    spec = batch_spec([claim, opened], ["192.0.2.1", "", "192.0.2.1"])
+    assert spec["names"] == [("app", "4")] and spec["owners"] == ["192.0.2.1"]
+    assert not spec["seq"]
+
+
+def test_a_fork_is_kept_only_when_adopted() -> None:
+    s = _bound("a")
+    trial = s.fork(_rz(_empty()))
+    step = trial.receive({"type": "allocate"}, NOW)
+    assert step.after_commit[0]["type"] == "allocated"
+    # rolled back: the session never allocated, and can again
+    again = s.fork(_rz(_empty()))
+    assert again.receive({"type": "allocate"}, NOW).after_commit[0]["type"] == "allocated"
+    s.adopt(again)
+    third = s.fork(_rz(_empty()))
+    assert third.receive({"type": "allocate"}, NOW).immediate[-1]["error"] == GREEDY
+
+
+def test_loaded_rows_decide_crowded_and_quotas_like_memory_does() -> None:
+    loaded = _empty(
+        nameplates=[["app", "4", "mb", "192.0.2.9"]],
+        nameplate_sides=[["app", "4", "x", True, 1.0], ["app", "4", "y", True, 2.0]],
+        mailboxes=[["app", "mb", True, "192.0.2.9", 5.0]],
+        mailbox_sides=[["app", "mb", "x", True, 1.0, None], ["app", "mb", "y", True, 2.0, None]],
+    )
+    third = _bound("z").fork(_rz(loaded))
+    step = third.receive({"type": "claim", "nameplate": "4"}, NOW)
+    assert step.immediate[-1]["error"] == CROWDED
+    # the quota counts what the database says the address holds
+    full = _empty(owners=[["192.0.2.1", 32, 0, 0]])
+    step = _bound("a").fork(_rz(full)).receive({"type": "claim", "nameplate": "5"}, NOW)
+    assert step.immediate[-1]["error"].startswith(ADDRESS_NAMEPLATES)
+
+
+def test_a_used_mailbox_is_touched_and_messages_are_numbered_from_the_block() -> None:
+    loaded = _empty(
+        seq=4096,
+        mailboxes=[["app", "mb", False, None, 5.0], ["app", "idle", False, None, 5.0]],
+        mailbox_sides=[["app", "mb", "a", True, 1.0, None]],
+    )
+    rz = _rz(loaded)
+    s = _bound("a").fork(rz)
+    s.receive({"type": "open", "mailbox": "mb"}, NOW)
+    step = s.receive({"type": "add", "phase": "p", "body": "aa"}, NOW)
+    assert [e.seq for e in step.effects if hasattr(e, "seq")] == [4096]
+    assert touches(rz, NOW) == [["touch", "app", "mb", NOW]]
+    assert rz.mailbox("app", "idle").updated == 5.0  # pruning reads the stored time

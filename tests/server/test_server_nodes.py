@@ -1,0 +1,153 @@
+"""Two nodes on one PostgreSQL database are one server (in-process nodes, real WebSockets).
+
+The node processes of tests/nodes/ and tests/interop/test_nodes.py show the same with
+`pigeonhole serve` processes and real clients; these cover the protocol across nodes in
+detail, fast: every exchange here has its two sides on different nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from importlib import resources
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from server_support import APPID, base_config, open_client, strip, usage_rows
+
+from pigeonhole.protocol.errors import CROWDED
+from pigeonhole.server.app import MailboxServer
+from postgres_support import fresh_database
+
+
+@pytest.fixture
+async def nodes(tmp_path: Path) -> AsyncIterator[tuple[MailboxServer, MailboxServer]]:
+    with fresh_database() as url:
+        one = MailboxServer(base_config(tmp_path / "one", store=url))
+        two = MailboxServer(base_config(tmp_path / "two", store=url))
+        await one.start()
+        await two.start()
+        try:
+            yield one, two
+        finally:
+            await two.stop()
+            await one.stop()
+
+
+async def _bound(srv: MailboxServer, side: str, appid: str = APPID):  # type: ignore[no-untyped-def]
+    client = await open_client(srv.url)
+    await client.bind(appid, side)
+    return client
+
+
+async def test_an_exchange_across_nodes(nodes) -> None:
+    one, two = nodes
+    a, b = await _bound(one, "a"), await _bound(two, "b")
+    reply = await a.call("allocate")
+    name = reply["nameplate"]
+    assert (await b.call("list"))["nameplates"] == [{"id": name}]
+    mailbox = await a.claim(name)
+    assert await b.claim(name) == mailbox
+    assert await a.open(mailbox) == []
+    echo = await a.add("pake", "aa01", msg_id="1")
+    replayed = await b.open(mailbox)
+    assert [strip(f) for f in replayed] == [strip(echo)]
+    # live, both ways, across nodes, in order
+    await b.add("pake", "bb01")
+    got = await a.next_non_ack()
+    assert (got["side"], got["phase"], got["body"]) == ("b", "pake", "bb01")
+    for i in range(5):
+        await a.add(str(i), f"a{i:03d}")
+    for i in range(5):
+        got = await b.next_non_ack()
+        assert (got["side"], got["phase"], got["body"]) == ("a", str(i), f"a{i:03d}")
+    await a.release()
+    await b.release()
+    await a.close(mood="happy")
+    await b.close(mood="happy")
+    await a.quiet()
+    await b.quiet()
+    rows = usage_rows(one.config, "mailboxes")
+    assert [(r["result"], r["for_nameplate"]) for r in rows] == [("happy", 1)]
+    assert one.cluster is not None
+    assert await one.cluster.store.totals() == (0, 0, 0)
+
+
+async def test_crowded_on_the_third_side_from_any_node(nodes) -> None:
+    one, two = nodes
+    a, b, c = await _bound(one, "a"), await _bound(two, "b"), await _bound(one, "c")
+    mailbox = await a.claim("7")
+    assert await b.claim("7") == mailbox
+    # a side reconnecting on the other node is the same side, not a third
+    again = await _bound(two, "a")
+    assert await again.claim("7") == mailbox
+    await c.expect_error(CROWDED, "claim", nameplate="7")
+
+
+async def test_many_racing_claims_make_one_mailbox(nodes) -> None:
+    """Both nodes claim the same nameplates at once: one mailbox each, crowded on 3rd."""
+    one, two = nodes
+    for round_ in range(10):
+        name = str(100 + round_)
+        clients = [await _bound(srv, side) for srv, side in ((one, "a"), (two, "b"), (one, "c"))]
+        for client in clients:
+            await client.send("claim", nameplate=name)
+        replies = await asyncio.gather(*(c.next_non_ack() for c in clients))
+        claimed = [r["mailbox"] for r in replies if r["type"] == "claimed"]
+        crowded = [r for r in replies if r["type"] == "error"]
+        assert len(set(claimed)) == 1, replies
+        assert len(claimed) == 2 and len(crowded) == 1, replies
+        assert crowded[0]["error"] == CROWDED
+        for client in clients:
+            await client.disconnect()
+
+
+async def test_a_nul_character_is_refused_not_stored(nodes) -> None:
+    one, _ = nodes
+    client = await _bound(one, "a")
+    reply = await client.call("claim", nameplate="4\x00")
+    assert reply["type"] == "error" and "U+0000" in reply["error"]
+    assert await client.claim("4") != ""  # the node goes on deciding
+
+
+async def test_a_version_1_database_is_upgraded_and_its_channels_resume(tmp_path: Path) -> None:
+    """The schema is versioned: a database the one-node store (v1) left is upgraded in place."""
+    v1 = (resources.files("pigeonhole.store") / "schema" / "postgres-v1.sql").read_text()
+    with fresh_database() as url:
+
+        async def make_v1() -> None:
+            conn = await asyncpg.connect(url)
+            try:
+                await conn.execute(v1)
+                await conn.execute(
+                    "INSERT INTO channel.nameplates VALUES ('app', '12', 'mb1', NULL);"
+                    "INSERT INTO channel.nameplate_sides VALUES ('app', '12', 'a', true, 1.0);"
+                    "INSERT INTO channel.mailboxes VALUES ('app', 'mb1', true, 1.0, NULL);"
+                    "INSERT INTO channel.mailbox_sides VALUES ('app', 'mb1', 'a', true, 1.0, NULL);"
+                    "INSERT INTO channel.messages VALUES"
+                    " (41, 'app', 'mb1', 'a', 'pake', '\\xabcd', false, 2.0, '\"m1\"', NULL)"
+                )
+            finally:
+                await conn.close()
+
+        await make_v1()
+        async with MailboxServer(base_config(tmp_path, store=url)) as srv:
+            b = await _bound(srv, "b", appid="app")
+            assert await b.claim("12") == "mb1"
+            replay = await b.open("mb1")
+            assert [(f["side"], f["body"], f["id"]) for f in replay] == [("a", "abcd", "m1")]
+            echo = await b.add("version", "ee")
+            assert echo["body"] == "ee"
+
+            async def check() -> tuple[int, int]:
+                conn = await asyncpg.connect(url)
+                try:
+                    version = await conn.fetchval("SELECT version FROM channel.version")
+                    top = await conn.fetchval("SELECT max(seq) FROM channel.messages")
+                    return version, top
+                finally:
+                    await conn.close()
+
+            version, top = await check()
+            assert version == 2 and top > 41  # numbers go on past the old ones
