@@ -14,7 +14,7 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from server_support import APPID, base_config, open_client, strip, usage_rows
+from server_support import APPID, base_config, http_get, open_client, strip, usage_rows
 
 from pigeonhole.protocol.errors import CROWDED
 from pigeonhole.server.app import MailboxServer
@@ -70,8 +70,13 @@ async def test_an_exchange_across_nodes(nodes) -> None:
     await b.quiet()
     rows = usage_rows(one.config, "mailboxes")
     assert [(r["result"], r["for_nameplate"]) for r in rows] == [("happy", 1)]
-    assert one.cluster is not None
+    assert one.cluster is not None and two.cluster is not None
     assert await one.cluster.store.totals() == (0, 0, 0)
+    # exactly one of them leads (prunes, samples usage); each decided in batches
+    assert one.cluster.leader != two.cluster.leader
+    _, _, metrics = await http_get(f"http://127.0.0.1:{two.admin_port}/metrics")
+    assert f"pigeonhole_node_leader {int(two.cluster.leader)}\n" in metrics
+    assert two.cluster.batches > 0 and two.cluster.store.notifications > 0
 
 
 async def test_crowded_on_the_third_side_from_any_node(nodes) -> None:
@@ -151,3 +156,22 @@ async def test_a_version_1_database_is_upgraded_and_its_channels_resume(tmp_path
 
             version, top = await check()
             assert version == 2 and top > 41  # numbers go on past the old ones
+
+
+async def test_the_leader_role_moves_when_the_leader_goes(tmp_path: Path) -> None:
+    with fresh_database() as url:
+        one = MailboxServer(base_config(tmp_path / "one", store=url))
+        two = MailboxServer(base_config(tmp_path / "two", store=url))
+        await one.start()
+        await two.start()
+        try:
+            assert one.cluster is not None and two.cluster is not None
+            assert one.cluster.leader and not two.cluster.leader  # the first one up leads
+            await one.stop()
+            for _ in range(50):  # a node tries for the lock every second
+                if two.cluster.leader:
+                    break
+                await asyncio.sleep(0.1)
+            assert two.cluster.leader
+        finally:
+            await two.stop()

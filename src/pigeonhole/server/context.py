@@ -52,15 +52,16 @@ class ServerCore(Protocol):
     @property
     def bodies(self) -> BodyLoader: ...
 
+    @property
+    def cluster(self) -> Node | None:
+        """This process as a node of a shared PostgreSQL store; None on SQLite."""
+
     def alive(self) -> tuple[int, int]:
         """(nameplates, mailboxes) alive."""
 
 
 class ConnectionHost(ServerCore, Protocol):
     """What one connection (connection.py) uses of the server."""
-
-    @property
-    def cluster(self) -> Node | None: ...
 
     def welcome(
         self, host: str, port: int | None, permission_required: dict[str, object]

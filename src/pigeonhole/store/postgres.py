@@ -89,6 +89,7 @@ class PostgresStore:
         self._on_resync: OnResync | None = None
         self._closing = False
         self._listening = False
+        self._leading = False
         #: why the last health probe failed (None: it answered)
         self.ping_error: str | None = None
         #: notifications received, and times the listener was connected again
@@ -227,20 +228,28 @@ class PostgresStore:
     # -- the leader -----------------------------------------------------------------
 
     async def lead(self) -> bool:
-        """Hold (or take) the leader lock; False while another node holds it."""
+        """Hold (or try to take) the leader lock; False while another node holds it.
+
+        The lock is a session lock on a connection of its own, kept open between tries:
+        it goes when this node's connection does (a node killed with SIGKILL included).
+        """
         try:
-            if self._leader is not None and not self._leader.is_closed():
+            if self._leader is None or self._leader.is_closed():
+                self._leader = await self._pg.connect(self.url)
+                self._leading = False
+            if self._leading:
                 await self._leader.fetchval("SELECT 1")
-                return True
-            self._leader = None
-            conn = await self._pg.connect(self.url)
-            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK):
-                self._leader = conn
-                return True
-            await conn.close()
+            else:
+                self._leading = bool(
+                    await self._leader.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK)
+                )
         except Exception:
+            self._leading = False
+            if self._leader is not None:
+                with contextlib.suppress(Exception):
+                    await self._leader.close()
             self._leader = None
-        return False
+        return self._leading
 
     async def grant_grace(self, now: float) -> None:
         """A new leader gives every channel a fresh expiry window (the reconnect grace
