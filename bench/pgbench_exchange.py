@@ -86,7 +86,8 @@ async def create(admin: str, name: str) -> str:
     """A scratch database with Pigeonhole's schema; its URL."""
     await execute(admin, f'CREATE DATABASE "{name}"')
     url = admin.rsplit("/", 1)[0] + "/" + name
-    await execute(url, schema_sql())
+    await execute(url, schema_sql("postgres-v1.sql"))
+    await execute(url, schema_sql("postgres-upgrade-v1-v2.sql"))
     return url
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from server_support import MAILBOX_ID, strip
+from server_support import MAILBOX_ID, strip, usage_rows
 
 pytestmark = pytest.mark.asyncio
 
@@ -343,3 +345,23 @@ async def test_claimed_mailbox_id_of_other_app_opens_empty(bound):
     other = await bound("o", appid="app-two")
     assert await other.open(mailbox) == []
     await a.quiet()
+
+
+async def test_a_close_sent_just_before_hanging_up_counts(server, bound) -> None:
+    """Frames that arrive in one read with the client's close frame are still served
+    (wormhole-william's text sender closes its mailbox and hangs up at once)."""
+    a, b = await bound("a"), await bound("b")
+    mailbox = await a.claim("31")
+    assert await b.claim("31") == mailbox
+    await a.open(mailbox)
+    await b.open(mailbox)
+    await a.close(mood="happy")
+    await b.send("release")
+    await b.send("close", mood="happy")
+    await b.disconnect()
+    for _ in range(50):
+        rows = usage_rows(server.config, "mailboxes")
+        if rows:
+            break
+        await asyncio.sleep(0.1)
+    assert [r["result"] for r in rows] == ["happy"]

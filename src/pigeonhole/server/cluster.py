@@ -195,14 +195,15 @@ class Node:
         self._by_token[id(conn)] = conn
 
     def forget(self, conn: Member) -> None:
-        """The connection is gone: its queued commands are dropped (none was answered)."""
-        self._queues.pop(conn, None)
-        self._ready.pop(conn, None)
-        self._by_token.pop(id(conn), None)
-        self._echoed.pop(conn, None)
+        """The connection is gone: it reads nothing more. Commands it sent before are still
+        decided, in order (on SQLite each is decided as it arrives, so a `close` sent just
+        before hanging up counts there too); their replies go nowhere."""
         self.subscriptions.drop(conn)
-        if conn in self._inflight:
+        self._echoed.pop(conn, None)
+        if conn in self._queues or conn in self._inflight:
             self._gone.add(conn)
+        else:
+            self._by_token.pop(id(conn), None)
 
     async def _run_batches(self) -> None:
         while True:
@@ -228,7 +229,9 @@ class Node:
                     self._inflight.discard(conn)
                     if conn in self._queues:
                         self._ready[conn] = None
-                self._gone.clear()
+                    elif conn in self._gone:
+                        self._gone.discard(conn)
+                        self._by_token.pop(id(conn), None)
 
     async def _decide(self, batch: list[tuple[Member, dict[str, Any]]]) -> None:
         host = self.host

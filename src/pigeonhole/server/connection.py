@@ -76,9 +76,10 @@ class Connection:
 
     def connection_lost(self) -> None:
         """The transport is gone: leave the mailbox and drop what is still held."""
-        self.session.disconnect()
         if self.server.cluster is not None:
-            self.server.cluster.forget(self)
+            self.server.cluster.forget(self)  # its queued commands are still decided
+        else:
+            self.session.disconnect()
         self.outbox.stop()
         self.server.detach(self)
 
@@ -217,9 +218,10 @@ class Connection:
         """The client does not read: stop delivering, and drop it without waiting."""
         self.server.metrics.count_limit("slow reader")
         self.server.event("closing slow reader", self, kind="slow reader")
-        self.session.disconnect()
         if self.server.cluster is not None:
             self.server.cluster.forget(self)
+        else:
+            self.session.disconnect()
         self.server.detach(self)  # it stops counting now, not when its socket is gone
         self.server.spawn(self._drop_slow())
 

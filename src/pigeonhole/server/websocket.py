@@ -31,7 +31,7 @@ class FrameHandler(typing.Protocol):
 FRAMES_LOG = logging.getLogger("pigeonhole.frames")
 FRAMES_LOG.setLevel(logging.WARNING)
 
-_TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
+_TEXT, _BINARY, _CONT, _CLOSE = Opcode.TEXT, Opcode.BINARY, Opcode.CONT, Opcode.CLOSE
 _OPEN = State.OPEN
 
 
@@ -40,6 +40,7 @@ class MailboxSocket(asyncio.Protocol):
 
     # slots: one per connection, so its size is memory per idle connection
     __slots__ = (
+        "_accepting",
         "_batch",
         "_fragments",
         "_gone",
@@ -57,6 +58,8 @@ class MailboxSocket(asyncio.Protocol):
         self.conn: FrameHandler | None = None
         #: a fragmented message being reassembled: (is text, parts)
         self._fragments: tuple[bool, list[bytes]] | None = None
+        #: messages are served (false once either side's close frame has gone by)
+        self._accepting = True
         #: depth of `begin()` calls: inside one, writes wait for the outermost `end()`
         self._batch = 0
         #: anything received since the last heartbeat sweep; a ping is unanswered
@@ -70,6 +73,9 @@ class MailboxSocket(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         ws = self._ws
+        # messages that came before the peer's close frame, in the same read, are served
+        # (a client may send `close` and hang up at once); none after ours or theirs
+        self._accepting = ws.state is _OPEN
         ws.receive_data(data)
         self._heard = True
         self.begin()  # every reply to this read leaves in one write
@@ -89,13 +95,15 @@ class MailboxSocket(asyncio.Protocol):
                     if frame.fin:
                         self._fragments = None
                         self._message(b"".join(parts), text)
+                elif opcode is _CLOSE:
+                    self._accepting = False
                 # pings are answered and close frames echoed by the library
         finally:
             self.end()
 
     def _message(self, data: bytes, text: bool) -> None:
         conn = self.conn
-        if conn is None or self._ws.state is not _OPEN:
+        if conn is None or not self._accepting:
             return
         if text:
             try:
@@ -103,6 +111,7 @@ class MailboxSocket(asyncio.Protocol):
             except UnicodeDecodeError:
                 # RFC 6455 §8.1: a text message that is not UTF-8 fails the connection
                 self._ws.fail(CloseCode.INVALID_DATA, "invalid UTF-8")
+                self._accepting = False
             return
         conn.handle_frame(data)
 
