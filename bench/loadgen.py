@@ -12,7 +12,11 @@ Every message must arrive intact (side, phase, body, id), exactly once, at the p
 Modes (each prints one JSON document on stdout):
 
     loadgen.py exchanges --url ws://127.0.0.1:P/v1 --concurrency N --start-at T ...
+    loadgen.py exchanges --url ws://127.0.0.1:P/v1 --url-b ws://127.0.0.1:Q/v1 ...
     loadgen.py idle --url ws://127.0.0.1:P/v1 --steps 1000,10000,20000
+
+With --url-b, side B of every exchange connects there (another node of the same server,
+so every message crosses nodes); side A, the allocator, stays on --url.
 
 `idle` opens connections (connect, welcome, bind) step by step; after each step it
 prints one JSON line and waits for a line on stdin before going on, so the caller can
@@ -620,8 +624,15 @@ async def run_side(
 
 
 async def exchange(
-    client: Any, url: str, stats: Stats, app_messages: int, app_bytes: int, timeout: float
+    client: Any,
+    url: str,
+    stats: Stats,
+    app_messages: int,
+    app_bytes: int,
+    timeout: float,
+    url_b: str | None = None,
 ) -> None:
+    """One exchange: side A on `url`, side B on `url_b` (default: `url` too)."""
     loop = asyncio.get_running_loop()
     a = plan_side(app_messages, app_bytes)
     b = plan_side(app_messages, app_bytes)
@@ -631,7 +642,9 @@ async def exchange(
     started = time.perf_counter()
     stats.started += 1
     ta = loop.create_task(run_side(client, url, a, b, nameplate, mailbox, True, stats, timed))
-    tb = loop.create_task(run_side(client, url, b, a, nameplate, mailbox, False, stats, timed))
+    tb = loop.create_task(
+        run_side(client, url_b or url, b, a, nameplate, mailbox, False, stats, timed)
+    )
     try:
         async with asyncio.timeout(timeout):
             _done, pending = await asyncio.wait({ta, tb}, return_when=asyncio.FIRST_EXCEPTION)
@@ -699,7 +712,9 @@ async def mode_exchanges(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(max(0.0, delay))
         first = True
         while time.time() < window[1]:
-            await exchange(client, args.url, stats, args.messages, args.app_bytes, args.timeout)
+            await exchange(
+                client, args.url, stats, args.messages, args.app_bytes, args.timeout, args.url_b
+            )
             if first:
                 first = False
                 first_done += 1
@@ -842,6 +857,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="mode", required=True)
     ex = sub.add_parser("exchanges")
     ex.add_argument("--url", required=True)
+    ex.add_argument("--url-b", help="side B of every exchange connects here (default: --url)")
     ex.add_argument("--concurrency", type=int, default=10)
     ex.add_argument("--start-at", type=float, default=0.0, help="wall-clock start (default now)")
     ex.add_argument("--warmup", type=float, default=2.0, help="least warm-up seconds")

@@ -10,7 +10,9 @@ What it does (see bench/README.md):
   2. for each server - Pigeonhole (disk), the reference (disk), a trivial in-memory
      server (the ceiling of the generator), the reference with its databases on tmpfs
      (CPU per exchange without fsync), the same trivial server on websockets and on
-     picows (from its own side venv, made once) - starts it alone on 127.0.0.1 on a
+     picows (from its own side venv, made once), and on request Pigeonhole on PostgreSQL
+     (`pigeonhole-pg`: one node; `pigeonhole-pg2`: two nodes on one database, side B of
+     every exchange on the second) - starts it alone on 127.0.0.1 on a
      free port with a fresh data directory, drives it with bench/loadgen.py at each level,
      reads its CPU time (/proc/PID/stat) over each measuring window, then restarts it
      fresh to hold idle connections and read its memory (/proc/PID/smaps_rollup);
@@ -156,6 +158,9 @@ class ServerSpec:
     label: str
     kind: str  # pigeonhole | reference | trivial
     storage: str  # disk | tmpfs | memory | postgresql
+    #: serve processes on one database (postgresql only): side B of every exchange is on
+    #: the second, so every exchange crosses nodes
+    nodes: int = 1
 
 
 @dataclass
@@ -170,12 +175,29 @@ class Server:
     admin_port: int | None = None
     #: the PostgreSQL database made for this server (`--store`), dropped when it stops
     postgres_db: str | None = None
+    #: further nodes on the same database (pigeonhole-pg2), started after this one (the
+    #: first creates the schema) and stopped before it; their CPU and memory count here
+    peers: list[Server] = field(default_factory=list)
 
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/v1"
 
+    @property
+    def url_b(self) -> str | None:
+        """Where side B of each exchange connects, when not to `url`: the second node."""
+        return self.peers[0].url if self.peers else None
+
     def start(self, timeout: float = 60.0) -> None:
+        self._start(timeout)
+        try:
+            for peer in self.peers:
+                peer.start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         self.log_path = self.data_dir / "server.log"
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
@@ -212,11 +234,17 @@ class Server:
             todo.extend(kids.get(pid, []))
         return seen
 
+    def all_pids(self) -> list[int]:
+        """pids() of this node and of every further node."""
+        return [pid for node in (self, *self.peers) for pid in node.pids()]
+
     def cpu_seconds(self) -> float:
-        """The server's CPU time; with a PostgreSQL store, the whole cluster's added (its
-        processes run on this machine and do the store's work; nothing else uses it then)."""
+        """The server's CPU time, every node's; with a PostgreSQL store, the cluster's added:
+        its own processes and the backends of this server's database (they run on this
+        machine and do the store's work; other databases' backends are left out)."""
         total = 0
-        pids = self.pids() + (_postgres_pids() if self.postgres_db else [])
+        pg = _postgres_pids(self.postgres_db) if self.postgres_db else []
+        pids = self.all_pids() + pg
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat") as f:
@@ -229,7 +257,7 @@ class Server:
     def memory_kib(self) -> float:
         """Proportional set size of the server's processes (RSS for one process)."""
         total = 0.0
-        for pid in self.pids():
+        for pid in self.all_pids():
             try:
                 with open(f"/proc/{pid}/smaps_rollup") as f:
                     for line in f:
@@ -247,9 +275,11 @@ class Server:
         return total
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return all(n.proc is not None and n.proc.poll() is None for n in (self, *self.peers))
 
     def stop(self) -> None:
+        for peer in self.peers:
+            peer.stop()
         if self.proc is None:
             return
         pids = self.pids()
@@ -279,18 +309,35 @@ def _psql(sql: str) -> None:
     subprocess.run(["psql", POSTGRES_ADMIN, "-qc", sql], check=True, timeout=60)
 
 
-def _postgres_pids() -> list[int]:
-    """Every process of the local PostgreSQL cluster (named `postgres`)."""
+def _postgres_pids(database: str) -> list[int]:
+    """The local PostgreSQL cluster's processes (named `postgres`) that work for `database`:
+    the postmaster and its auxiliary processes (WAL writer, checkpointer, ...) and the
+    backends connected to `database`, not those of other databases (tests may use the
+    cluster meanwhile)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == "postgres":
-                        pids.append(int(entry))
+                    if f.read().strip() != "postgres":
+                        continue
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    title = f.read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
-                pass
+                continue
+            if _backend_database(title) in (None, database):
+                pids.append(int(entry))
     return pids
+
+
+def _backend_database(title: str) -> str | None:
+    """The database of a backend from its process title, `postgres: [cluster: ]USER DB
+    HOST(PORT) STATE`; None for the postmaster and the auxiliary processes."""
+    words = title.split()
+    for i, w in enumerate(words[1:], 1):
+        if w == "[local]" or ("(" in w and w.endswith(")")):
+            return words[i - 1]
+    return None
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -378,19 +425,34 @@ def make_server(
     py = main_python()
     if spec.kind == "pigeonhole":
         python = os.path.abspath(pigeonhole_python) if pigeonhole_python else py
-        argv = [
-            python, "-m", "pigeonhole", "serve",
-            "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data / "db"),
-            # every client is 127.0.0.1 here: lift the per-address and total caps so the
-            # benchmark measures capacity, not the abuse policy
-            "--max-connections", "60000", "--max-connections-per-address", "60000",
-            *(address_quota_args(python) if lift_quotas else ()), *extra,
-        ]  # fmt: skip
+
+        def serve(port: int, data: Path) -> list[str]:
+            return [
+                python, "-m", "pigeonhole", "serve",
+                "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data / "db"),
+                # every client is 127.0.0.1 here: lift the per-address and total caps so
+                # the benchmark measures capacity, not the abuse policy
+                "--max-connections", "60000", "--max-connections-per-address", "60000",
+                *(address_quota_args(python) if lift_quotas else ()), *extra,
+            ]  # fmt: skip
+
+        argv = serve(port, data)
         database = None
         if spec.storage == "postgresql":  # a fresh database on the local server
             database = f"pigeonhole_bench_{os.getpid()}_{port}"
             _psql(f'CREATE DATABASE "{database}"')
             argv += ["--store", POSTGRES_ADMIN.rsplit("/", 1)[0] + "/" + database]
+        if spec.nodes > 1:  # nodes of one server: own port, data dir, admin on any free port
+            assert database is not None, "several nodes need a PostgreSQL store"
+            store = argv[-2:]
+            argv += ["--admin-port", "0"]
+            peers = []
+            for _ in range(spec.nodes - 1):
+                peer_data = disk_tmpdir(f"bench-{spec.key}-")
+                peer_port = free_port()
+                peer_argv = [*serve(peer_port, peer_data), *store, "--admin-port", "0"]
+                peers.append(Server(spec, peer_argv, peer_data, peer_port))
+            return Server(spec, argv, data, port, postgres_db=database, peers=peers)
         if has_admin_listener(python):  # a free admin port: its default may be taken
             admin_port = free_port()
             argv += ["--admin-port", str(admin_port)]
@@ -485,7 +547,8 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
         outputs.append(Path(tempfile.mkdtemp(prefix="bench-gen-")) / f"gen{i}.json")
         argv = [
             main_python(), str(BENCH / "loadgen.py"), "exchanges", "--sync",
-            "--url", server.url, "--concurrency", str(share),
+            "--url", server.url, *(["--url-b", server.url_b] if server.url_b else []),
+            "--concurrency", str(share),
             "--start-at", repr(start_at), "--warmup", str(args.warmup),
             "--warmup-max", str(args.warmup_max), "--measure", str(measure),
             "--drain", str(drain), "--messages", str(args.messages),
@@ -760,13 +823,15 @@ def fmt_ratio(a: Any, b: Any) -> str:
 
 
 def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
-    """One markdown table: a row per figure, a column per server, and the two ratios.
+    """One markdown table: a row per figure, a column per server, and the ratios.
 
-    Ratios are always Pigeonhole's figure divided by the other server's: above 1 is
-    better for rates and connections held, below 1 is better for times, CPU and memory.
+    Ratios are always Pigeonhole's figure divided by the other server's (PostgreSQL's by
+    SQLite's, two nodes' by one's): above 1 is better for rates and connections held,
+    below 1 is better for times, CPU and memory. Columns no server filled are left out.
     """
     P, R, T, S, W = "pigeonhole", "reference", "trivial", "reference-tmpfs", "trivial-websockets"
-    X = "trivial-picows"
+    X, G, G2 = "trivial-picows", "pigeonhole-pg", "pigeonhole-pg2"
+    keys = (P, R, T, S, W, X, G, G2)
     servers = results["servers"]
     lv = {k: {lvl["concurrency"]: lvl for lvl in v.get("levels", [])} for k, v in servers.items()}
     idle = {k: v.get("idle") for k, v in servers.items()}
@@ -774,6 +839,8 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
         "figure", "Pigeonhole (disk)", "reference (disk)", "Pigeonhole ÷ reference",
         "trivial aiohttp (memory)", "Pigeonhole ÷ trivial", "reference (tmpfs)",
         "trivial websockets (memory)", "trivial picows (memory)",
+        "Pigeonhole (PostgreSQL, 1 node)", "PostgreSQL ÷ SQLite",
+        "Pigeonhole (PostgreSQL, 2 nodes)", "2 nodes ÷ 1 node",
     ]  # fmt: skip
     rows: list[list[str]] = []
 
@@ -782,12 +849,14 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
             return
         r1 = fmt_ratio(vals[P], vals[R]) if ratios else ""
         r2 = fmt_ratio(vals[P], vals[T]) if ratios else ""
+        r3 = fmt_ratio(vals[G], vals[P]) if ratios else ""
+        r4 = fmt_ratio(vals[G2], vals[G]) if ratios else ""
         rows.append([name, fmt(vals[P]), fmt(vals[R]), r1, fmt(vals[T]), r2, fmt(vals[S]),
-                     fmt(vals[W]), fmt(vals[X])])  # fmt: skip
+                     fmt(vals[W]), fmt(vals[X]), fmt(vals[G]), r3, fmt(vals[G2]), r4])  # fmt: skip
 
     def level_row(name: str, attr: str, c: int, fmt: Any) -> None:
         vals = {}
-        for k in (P, R, T, S, W, X):
+        for k in keys:
             entry = lv.get(k, {}).get(c)
             vals[k] = None if entry is None else entry.get(attr)
         add(name, vals, fmt)
@@ -831,7 +900,7 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
         level_row(f"other processes' cores busy, {c} in flight", "other_cores", c, cores)
     for c in levels:
         vals = {}
-        for k in (P, R, T, S, W, X):
+        for k in keys:
             e = lv.get(k, {}).get(c)
             vals[k] = (
                 None
@@ -843,18 +912,19 @@ def build_table(results: dict[str, Any], args: argparse.Namespace) -> str:
     steps = [int(s) for s in args.idle_steps.split(",") if s]
     for n in steps[:2]:
         vals = {}
-        for k in (P, R, T, S, W, X):
+        for k in keys:
             st = next((s for s in (idle.get(k) or {}).get("steps", []) if s["target"] == n), None)
             vals[k] = None if st is None or st["held"] < n else st["kib_per_conn"]
         add(f"memory per idle connection, {n:,} held", vals, kib)
     most: dict[str, Any] = {}
-    for k in (P, R, T, S, W, X):
+    for k in keys:
         i = idle.get(k) or {}
         most[k] = i.get("most_held")
         if most[k] is not None and i.get("stopped") != "all held":
             most[k] = f"{most[k]:,} ({i.get('stopped')})"
     add(f"most idle connections held (tried {steps[-1]:,})", most, count)
-    return markdown_table(head, rows)
+    filled = [i for i in range(len(head)) if i == 0 or any(r[i] not in ("-", "") for r in rows)]
+    return markdown_table([head[i] for i in filled], [[r[i] for i in filled] for r in rows])
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
@@ -962,6 +1032,9 @@ SPECS = {
     "pigeonhole": ServerSpec("pigeonhole", "Pigeonhole (disk)", "pigeonhole", "disk"),
     "pigeonhole-pg": ServerSpec(
         "pigeonhole-pg", "Pigeonhole (PostgreSQL, 1 node)", "pigeonhole", "postgresql"
+    ),
+    "pigeonhole-pg2": ServerSpec(
+        "pigeonhole-pg2", "Pigeonhole (PostgreSQL, 2 nodes)", "pigeonhole", "postgresql", 2
     ),
     "reference": ServerSpec("reference", "reference (disk)", "reference", "disk"),
     "trivial": ServerSpec("trivial", "trivial aiohttp (memory)", "trivial", "memory"),
@@ -1075,6 +1148,8 @@ def main() -> None:
         background = wait_for_quiet(args.quiet_wait)
         entry["background_cores"] = background
         log(f"== {spec.label}: {server.url}, data in {server.data_dir}")
+        for peer in server.peers:
+            log(f"   side B on {peer.url}, data in {peer.data_dir}")
         if background >= 0.15:
             log(f"  (the machine is busy with other work: {background:.2f} cores)")
         try:
@@ -1104,7 +1179,8 @@ def main() -> None:
         finally:
             server.stop()
             if not args.keep:
-                shutil.rmtree(server.data_dir, ignore_errors=True)
+                for node in (server, *server.peers):
+                    shutil.rmtree(node.data_dir, ignore_errors=True)
         if not args.no_idle and key in ("pigeonhole", "reference", "trivial", "trivial-picows"):
             # the reference accepts ~100 connections/s with a disk database (commits per
             # connection): hold its idle connections with the databases on tmpfs, where
@@ -1136,7 +1212,9 @@ def main() -> None:
         f"Run {results['started']}, {results['cores']} cores, disk databases on "
         f"{disk_fs}, {results['seconds']} s in all. {gen_note}."
     )
-    md = [header, "", table, "", "Targets (issue 4):", *targets]
+    md = [header, "", table]
+    if targets:
+        md += ["", "Targets (issue 4):", *targets]
     prof = results["servers"].get("pigeonhole", {}).get("profile")
     if prof and prof.get("samples"):
         md += ["", f"Pigeonhole profile at 100 in flight ({prof['samples']} samples, "

@@ -46,6 +46,7 @@ from pigeonhole.protocol.channels import (
     MAX_APPS_COUNTED,
     OTHER_APPS,
     Mailbox,
+    Nameplate,
     Randomness,
     Rendezvous,
 )
@@ -66,8 +67,9 @@ from pigeonhole.store.sqlite import StoreError
 
 log = logging.getLogger("pigeonhole.cluster")
 
-#: commands decided in one transaction at most
+#: commands decided in one transaction at most, and transactions a node runs at once
 MAX_BATCH = 256
+BATCHES_IN_FLIGHT = 1
 #: NOTIFY payloads stay under PostgreSQL's 8000-byte limit; a message frame bigger than
 #: FRAME_INLINE is sent as its number only, and read from the table by whoever needs it
 PAYLOAD_LIMIT = 7900
@@ -142,6 +144,8 @@ class Node:
         self.totals = (0, 0, 0)
         self.leader = False
         self._last_touch = 0.0
+        #: nameplates this node's running batches are making (see `_run`)
+        self._reserved: set[tuple[str, str]] = set()
         #: counters for operators
         self.batches = 0
         self.commands = 0
@@ -206,32 +210,56 @@ class Node:
             self._by_token.pop(id(conn), None)
 
     async def _run_batches(self) -> None:
-        while True:
-            if not self._ready:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            batch: list[tuple[Member, dict[str, Any]]] = []
-            while self._ready and len(batch) < MAX_BATCH:
-                conn = next(iter(self._ready))
-                del self._ready[conn]
-                queue = self._queues[conn]
-                batch.append((conn, queue.popleft()))
-                if not queue:
-                    del self._queues[conn]
-                self._inflight.add(conn)
-            try:
-                await self._decide(batch)
-            except Exception:
-                log.exception("a batch of %d commands failed", len(batch))
-            finally:
-                for conn, _ in batch:
-                    self._inflight.discard(conn)
-                    if conn in self._queues:
-                        self._ready[conn] = None
-                    elif conn in self._gone:
-                        self._gone.discard(conn)
-                        self._by_token.pop(id(conn), None)
+        """Start a batch whenever commands are ready and fewer than BATCHES_IN_FLIGHT run.
+
+        Batches run side by side, each on a writer connection of its own: one decides on
+        the node while another waits for the database or its commit. They never hold
+        commands of the same connection, and their locks (one global order) keep them off
+        each other's rows.
+        """
+        slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                if not self._ready:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await slots.acquire()
+                batch: list[tuple[Member, dict[str, Any]]] = []
+                while self._ready and len(batch) < MAX_BATCH:
+                    conn = next(iter(self._ready))
+                    del self._ready[conn]
+                    queue = self._queues[conn]
+                    batch.append((conn, queue.popleft()))
+                    if not queue:
+                        del self._queues[conn]
+                    self._inflight.add(conn)
+                if not batch:
+                    slots.release()
+                    continue
+                task = asyncio.get_running_loop().create_task(self._run_one(batch))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                task.add_done_callback(lambda _: slots.release())
+        finally:
+            for task in running:
+                task.cancel()
+
+    async def _run_one(self, batch: list[tuple[Member, dict[str, Any]]]) -> None:
+        try:
+            await self._decide(batch)
+        except Exception:
+            log.exception("a batch of %d commands failed", len(batch))
+        finally:
+            for conn, _ in batch:
+                self._inflight.discard(conn)
+                if conn in self._queues:
+                    self._ready[conn] = None
+                    self._wake.set()
+                elif conn in self._gone:
+                    self._gone.discard(conn)
+                    self._by_token.pop(id(conn), None)
 
     async def _decide(self, batch: list[tuple[Member, dict[str, Any]]]) -> None:
         host = self.host
@@ -253,15 +281,22 @@ class Node:
         owners = [c.address for (c, _), w in zip(batch, wants, strict=True) if w.owner]
         spec = batch_spec(wants, owners)
         pause = RETRY_FIRST
+        locked = {tuple(name) for name in spec["names"]}
         while True:
             now = host.clock()
             began = time.monotonic()
+            made: set[tuple[str, str]] = set()
             try:
-                rz, steps = await self.store.decide(spec, partial(self._run, batch, now=now))
+                rz, steps = await self.store.decide(
+                    spec, partial(self._run, batch, now=now, locked=locked, made=made)
+                )
+                self._reserved -= made
                 break
             except Conflict:
+                self._reserved -= made
                 self.conflicts += 1
             except Refused as err:
+                self._reserved -= made
                 # the content, not the database: decide each command alone, so only the
                 # one the database refuses is answered with an error
                 if len(batch) == 1:
@@ -275,6 +310,7 @@ class Node:
                     await self._decide([single])
                 return
             except StoreError as err:
+                self._reserved -= made
                 self._failing = True
                 host.storage_failed(err)
                 await asyncio.sleep(pause)
@@ -291,9 +327,20 @@ class Node:
             self._finish(conn, msg, trial, step, rz)
 
     def _run(
-        self, batch: list[tuple[Member, dict[str, Any]]], loaded: dict[str, Any], *, now: float
+        self,
+        batch: list[tuple[Member, dict[str, Any]]],
+        loaded: dict[str, Any],
+        *,
+        now: float,
+        locked: set[tuple[Any, ...]],
+        made: set[tuple[str, str]],
     ) -> tuple[tuple[Rendezvous, list[tuple[Session, Step]]], str]:
-        """Decide the batch on the loaded rows (inside the transaction): the writes."""
+        """Decide the batch on the loaded rows (inside the transaction): the writes.
+
+        Nameplates this node's other running batches are making count as taken here, so
+        two of its batches never allocate the same name (the second would have to be
+        decided again); `made` gets this batch's, until it ends.
+        """
         host = self.host
         config = host.config
         rz = loaded_rendezvous(
@@ -305,6 +352,10 @@ class Node:
             stored_bytes=self.totals[2],
             disk_low=host.ledger.disk_low,
         )
+        for app_id, name in self._reserved:
+            app = rz.apps.get(app_id)
+            if app is not None and (app_id, name) not in locked:
+                app.nameplates.setdefault(name, Nameplate(name, ""))
         steps: list[tuple[Session, Step]] = []
         rows: list[list[Any]] = []
         messages: list[list[Any]] = []
@@ -326,8 +377,12 @@ class Node:
                 step.replayed_up_to = trial.mailbox.messages[len(step.replayed) - 1].seq
             steps.append((trial, step))
             rows.extend(encode_effects(step.effects))
+            for effect in step.effects:
+                if isinstance(effect, fx.PutNameplate):
+                    made.add((effect.app_id, effect.name))
             for put in new_messages(step.effects):
                 messages.append(_note(put, id(conn)))
+        self._reserved |= made
         rows.extend(touches(rz, now))
         rows.extend(["notify", payload] for payload in _payloads(self.id, messages))
         return (rz, steps), orjson.dumps(rows).decode()

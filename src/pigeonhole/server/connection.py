@@ -108,8 +108,14 @@ class Connection:
         self._emit(msg, step, barrier)
 
     def emit(self, msg: dict[str, Any], step: Step) -> None:
-        """Send what a step decided in a committed batch (shared store: nothing waits)."""
-        self._emit(msg, step, None)
+        """Send what a step decided in a committed batch (shared store: nothing waits);
+        its frames leave in one write."""
+        socket = self.socket
+        socket.begin()
+        try:
+            self._emit(msg, step, None)
+        finally:
+            socket.end()
 
     def deliver(self, frame: Frame) -> None:
         """Another side's message from any node (shared store)."""

@@ -80,6 +80,8 @@ class PostgresStore:
         #: the asyncpg module, imported when the store opens (an optional dependency)
         self._pg: Any = None
         self._writer: Any = None
+        #: idle connections for batches (one per batch running at once)
+        self._writers: list[Any] = []
         self._listener: Any = None
         self._leader: Any = None
         self._pool: Any = None
@@ -104,6 +106,8 @@ class PostgresStore:
         try:
             self._writer = await pg.connect(self.url)
             await self._create_or_upgrade()
+            self._writers.append(self._writer)
+            self._writer = None
             self._pool = await pg.create_pool(self.url, min_size=1, max_size=4)
         except (OSError, pg.PostgresError) as err:
             await self.close()
@@ -179,6 +183,10 @@ class PostgresStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        writers, self._writers = self._writers, []
+        for conn in writers:
+            with contextlib.suppress(Exception):
+                await conn.close()
         for name in ("_listener", "_leader", "_writer"):
             conn = getattr(self, name)
             if conn is not None:
@@ -197,10 +205,11 @@ class PostgresStore:
         the database failed (nothing was written).
         """
         pg = self._pg
+        writer = None
         try:
-            if self._writer is None or self._writer.is_closed():
-                self._writer = await pg.connect(self.url)
-            writer = self._writer
+            writer = self._writers.pop() if self._writers else None
+            if writer is None or writer.is_closed():
+                writer = await pg.connect(self.url)
             async with writer.transaction():
                 loaded = orjson.loads(
                     await writer.fetchval(
@@ -220,6 +229,12 @@ class PostgresStore:
             raise StoreError(f"transaction rolled back: {err}") from err
         except (OSError, pg.InterfaceError) as err:
             raise StoreError(f"PostgreSQL unreachable: {err}") from err
+        finally:
+            if writer is not None:
+                if writer.is_closed() or writer.is_in_transaction():
+                    writer.terminate()  # cancelled mid-transaction: not reused
+                else:
+                    self._writers.append(writer)
 
     async def write(self, batch: str) -> None:
         """Effects that need no decision (usage samples), in a transaction of their own."""

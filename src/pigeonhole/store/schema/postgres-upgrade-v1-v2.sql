@@ -65,6 +65,7 @@ BEGIN
     INTO b_app, b_id FROM jsonb_array_elements(spec->'mailboxes') v;
     -- nameplates that point at a named mailbox (a close deletes them): no new nameplate
     -- ever points at an existing mailbox, so reading them before the lock is safe
+    -- (each part below is only read when the batch asks for it)
     SELECT n_app || coalesce(array_agg(n.app_id), '{}'), n_name || coalesce(array_agg(n.name), '{}')
     INTO n_app, n_name
     FROM channel.nameplates n JOIN unnest(b_app, b_id) AS b(app_id, id)
@@ -91,43 +92,43 @@ BEGIN
     END IF;
     RETURN jsonb_build_object(
         'seq', first_seq,
-        'nameplates', (SELECT coalesce(jsonb_agg(jsonb_build_array(
+        'nameplates', CASE WHEN cardinality(n_app) = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
                 n.app_id, n.name, n.mailbox_id, n.owner)), '[]')
             FROM channel.nameplates n
-            WHERE (n.app_id, n.name) IN (SELECT * FROM unnest(n_app, n_name))),
-        'nameplate_sides', (SELECT coalesce(jsonb_agg(jsonb_build_array(
+            WHERE (n.app_id, n.name) IN (SELECT * FROM unnest(n_app, n_name))) END,
+        'nameplate_sides', CASE WHEN cardinality(n_app) = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
                 s.app_id, s.name, s.side, s.claimed, s.added)), '[]')
             FROM channel.nameplate_sides s
-            WHERE (s.app_id, s.name) IN (SELECT * FROM unnest(n_app, n_name))),
-        'mailboxes', (SELECT coalesce(jsonb_agg(jsonb_build_array(
+            WHERE (s.app_id, s.name) IN (SELECT * FROM unnest(n_app, n_name))) END,
+        'mailboxes', CASE WHEN cardinality(b_app) = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
                 m.app_id, m.id, m.for_nameplate, m.owner, m.updated)), '[]')
             FROM channel.mailboxes m
-            WHERE (m.app_id, m.id) IN (SELECT * FROM unnest(b_app, b_id))),
-        'mailbox_sides', (SELECT coalesce(jsonb_agg(jsonb_build_array(
+            WHERE (m.app_id, m.id) IN (SELECT * FROM unnest(b_app, b_id))) END,
+        'mailbox_sides', CASE WHEN cardinality(b_app) = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
                 s.app_id, s.mailbox_id, s.side, s.opened, s.added, s.mood)), '[]')
             FROM channel.mailbox_sides s
-            WHERE (s.app_id, s.mailbox_id) IN (SELECT * FROM unnest(b_app, b_id))),
-        'messages', (SELECT coalesce(jsonb_agg(jsonb_build_array(
+            WHERE (s.app_id, s.mailbox_id) IN (SELECT * FROM unnest(b_app, b_id))) END,
+        'messages', CASE WHEN cardinality(b_app) = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
                 g.seq, g.app_id, g.mailbox_id, g.side, g.phase, g.size, g.server_rx,
                 g.msg_id, g.owner) ORDER BY g.seq), '[]')
             FROM channel.messages g
-            WHERE (g.app_id, g.mailbox_id) IN (SELECT * FROM unnest(b_app, b_id))),
-        'bodies', (SELECT coalesce(jsonb_agg(jsonb_build_array(g.seq,
+            WHERE (g.app_id, g.mailbox_id) IN (SELECT * FROM unnest(b_app, b_id))) END,
+        'bodies', CASE WHEN jsonb_array_length(spec->'bodies') = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(g.seq,
                 CASE WHEN g.body_is_text THEN convert_from(g.body, 'UTF8')
                      ELSE encode(g.body, 'hex') END)), '[]')
             FROM channel.messages g
             WHERE (g.app_id, g.mailbox_id) IN (
-                SELECT v->>0, v->>1 FROM jsonb_array_elements(spec->'bodies') v)),
-        'app_names', (SELECT coalesce(jsonb_agg(jsonb_build_array(
+                SELECT v->>0, v->>1 FROM jsonb_array_elements(spec->'bodies') v)) END,
+        'app_names', CASE WHEN jsonb_array_length(spec->'apps') = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
                 n.app_id, n.name, n.mailbox_id)), '[]')
             FROM channel.nameplates n
-            WHERE n.app_id IN (SELECT jsonb_array_elements_text(spec->'apps'))),
-        'owners', (SELECT coalesce(jsonb_agg(jsonb_build_array(o.owner,
+            WHERE n.app_id IN (SELECT jsonb_array_elements_text(spec->'apps'))) END,
+        'owners', CASE WHEN jsonb_array_length(spec->'owners') = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(o.owner,
                 (SELECT count(*) FROM channel.nameplates n WHERE n.owner = o.owner),
                 (SELECT count(*) FROM channel.mailboxes m WHERE m.owner = o.owner),
                 (SELECT coalesce(sum(g.size), 0) FROM channel.messages g
                     WHERE g.owner = o.owner))), '[]')
-            FROM (SELECT jsonb_array_elements_text(spec->'owners') AS owner) o)
+            FROM (SELECT jsonb_array_elements_text(spec->'owners') AS owner) o) END
     );
 END
 $$;
@@ -144,6 +145,14 @@ BEGIN
     FOR e IN SELECT value FROM jsonb_array_elements(batch) LOOP
         CASE e->>0
         WHEN 'insert_nameplate' THEN
+            -- an allocated name was not locked when it was chosen: take its lock now, but
+            -- never wait for it (two batches allocating each other's names would
+            -- deadlock); a name another batch holds or made is a collision: decide again
+            IF NOT pg_try_advisory_xact_lock(
+                    hashtextextended('n' || (e->>1) || chr(1) || (e->>2), 0)) THEN
+                RAISE EXCEPTION 'nameplate % is being made by another batch', e->>2
+                    USING ERRCODE = 'serialization_failure';
+            END IF;
             INSERT INTO channel.nameplates (app_id, name, mailbox_id, owner)
             VALUES (e->>1, e->>2, e->>3, e->>4);
         WHEN 'put_nameplate' THEN
