@@ -103,5 +103,5 @@ def test_a_used_mailbox_is_touched_and_messages_are_numbered_from_the_block() ->
     s.receive({"type": "open", "mailbox": "mb"}, NOW)
     step = s.receive({"type": "add", "phase": "p", "body": "aa"}, NOW)
     assert [e.seq for e in step.effects if hasattr(e, "seq")] == [4096]
-    assert touches(rz, NOW) == [["touch", "app", "mb", NOW]]
+    assert touches(rz, loaded, NOW) == [["touch", "app", "mb", NOW]]
     assert rz.mailbox("app", "idle").updated == 5.0  # pruning reads the stored time

@@ -99,16 +99,22 @@ def loaded_rendezvous(
     return rz
 
 
-def touches(rz: Rendezvous, now: float) -> list[list[Any]]:
+def touches(rz: Rendezvous, loaded: dict[str, Any], now: float) -> list[list[Any]]:
     """`touch` writes for the mailboxes this batch's commands used (the core sets their
-    `updated` to `now`): they stay alive. A single node keeps `updated` in memory; here
-    whichever node prunes reads it from the database."""
-    return [
-        ["touch", app.app_id, mailbox.id, now]
-        for app in rz.apps.values()
-        for mailbox in app.mailboxes.values()
-        if mailbox.updated == now
-    ]
+    `updated` to `now`) and that were stored before: they stay alive (a new one is
+    stored with `now` already). A single node keeps `updated` in memory; here whichever
+    node prunes reads it from the database. `updated` has no index, so a touch is a
+    heap-only update."""
+    stored = {(row[0], row[1]): row[4] for row in loaded["mailboxes"]}
+    writes = []
+    for app in rz.apps.values():
+        for mailbox in app.mailboxes.values():
+            if mailbox.updated != now:
+                continue
+            before = stored.get((app.app_id, mailbox.id))
+            if before is not None and before != now:
+                writes.append(["touch", app.app_id, mailbox.id, now])
+    return writes
 
 
 def new_messages(effects: Iterable[fx.Effect]) -> list[fx.PutMessage]:

@@ -12,7 +12,6 @@
 ALTER TABLE channel.mailboxes ADD COLUMN updated double precision;
 UPDATE channel.mailboxes SET updated = created;
 ALTER TABLE channel.mailboxes ALTER COLUMN updated SET NOT NULL;
-CREATE INDEX mailboxes_updated_idx ON channel.mailboxes (updated);
 CREATE INDEX mailboxes_owner_idx ON channel.mailboxes (owner) WHERE owner IS NOT NULL;
 
 ALTER TABLE channel.messages ADD COLUMN size bigint;
