@@ -8,6 +8,7 @@ detail, fast: every exchange here has its two sides on different nodes.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from importlib import resources
 from pathlib import Path
@@ -76,6 +77,12 @@ async def test_an_exchange_across_nodes(nodes) -> None:
     assert one.cluster.leader != two.cluster.leader
     _, _, metrics = await http_get(f"http://127.0.0.1:{two.admin_port}/metrics")
     assert f"pigeonhole_node_leader {int(two.cluster.leader)}\n" in metrics
+    # the status page names the node, whether it leads, and how many nodes report
+    await two.cluster._report()
+    _, _, text = await http_get(f"http://127.0.0.1:{two.admin_port}/status.json")
+    node = json.loads(text)["store"]["node"]
+    assert node["id"] == two.cluster.id and node["nodes"] == 2
+    assert node["leader"] == two.cluster.leader and node["batches"] == two.cluster.batches
     assert two.cluster.batches > 0 and two.cluster.store.notifications > 0
 
 

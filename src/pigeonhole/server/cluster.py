@@ -153,6 +153,8 @@ class Node:
         #: (nameplates, mailboxes, stored bytes) in the whole database, refreshed each tick
         self.totals = (0, 0, 0)
         self.leader = False
+        #: nodes that reported within NODE_STALE seconds (this one included)
+        self.nodes_alive = 1
         self._last_touch = 0.0
         #: nameplates this node's running batches are making (see `_run`)
         self._reserved: set[tuple[str, str]] = set()
@@ -512,6 +514,7 @@ class Node:
         self.totals = await self.store.totals()
         host.ledger.stored_bytes = self.totals[2]
         await self.store.report_node(self.id, host.started_at, now, self._own_counts())
+        self.nodes_alive = (await self.store.node_sums(now - NODE_STALE))[0]
         top = await self.store.top_holders(TOP_HOLDERS)
         host.ledger.bytes_by.clear()
         host.ledger.bytes_by.update(top)
