@@ -203,3 +203,36 @@ async def test_commands_sent_just_before_hanging_up_still_count(nodes) -> None:
             break
         await asyncio.sleep(0.1)
     assert [r["result"] for r in rows] == ["happy"]
+
+
+async def test_a_lost_listener_reconnects_and_misses_nothing(nodes) -> None:
+    """Notifications sent while a node's listening connection is down are not replayed by
+    PostgreSQL: the node connects again, LISTENs, and re-reads its readers' mailboxes."""
+    one, two = nodes
+    assert one.cluster is not None
+    a, b = await _bound(one, "a"), await _bound(two, "b")
+    mailbox = await a.claim("55")
+    assert await b.claim("55") == mailbox
+    await a.open(mailbox)
+    await b.open(mailbox)
+    store = one.cluster.store
+    listener = store._listener
+    pid = listener.get_server_pid()
+    conn = await asyncpg.connect(store.url)
+    try:
+        assert await conn.fetchval("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await conn.close()
+    for _ in range(100):  # the node sees its listener gone (before it reconnects)
+        if listener.is_closed():
+            break
+        await asyncio.sleep(0.01)
+    assert listener.is_closed() and store.relistens == 0
+    await b.add("pake", "b0b0", msg_id="while-down")  # its NOTIFY cannot reach node one
+    got = await asyncio.wait_for(a.next_non_ack(), 10)
+    assert (got["side"], got["body"], got["id"]) == ("b", "b0b0", "while-down")
+    assert store.relistens == 1
+    await b.add("version", "b1b1")
+    got = await asyncio.wait_for(a.next_non_ack(), 10)
+    assert got["body"] == "b1b1"
+    await a.quiet()  # nothing twice
