@@ -89,8 +89,10 @@ TICK = 1.0
 TOUCH_EVERY = 30.0
 #: a node that has not reported for this long is not counted in the usage samples
 NODE_STALE = 5.0
-#: addresses holding the most stored bytes, read each tick for the status page
+#: addresses holding the most stored bytes, read every TOP_EVERY seconds for the status
+#: page (between reads, each batch updates the addresses it served)
 TOP_HOLDERS = 5
+TOP_EVERY = 10.0
 #: idle mailboxes pruned per transaction
 PRUNE_CHUNK = 500
 
@@ -156,6 +158,7 @@ class Node:
         #: nodes that reported within NODE_STALE seconds (this one included)
         self.nodes_alive = 1
         self._last_touch = 0.0
+        self._last_top = 0.0
         #: nameplates this node's running batches are making (see `_run`)
         self._reserved: set[tuple[str, str]] = set()
         #: counters for operators
@@ -515,9 +518,11 @@ class Node:
         host.ledger.stored_bytes = self.totals[2]
         await self.store.report_node(self.id, host.started_at, now, self._own_counts())
         self.nodes_alive = (await self.store.node_sums(now - NODE_STALE))[0]
-        top = await self.store.top_holders(TOP_HOLDERS)
-        host.ledger.bytes_by.clear()
-        host.ledger.bytes_by.update(top)
+        if now - self._last_top >= TOP_EVERY:  # a GROUP BY over every stored message
+            self._last_top = now
+            top = await self.store.top_holders(TOP_HOLDERS)
+            host.ledger.bytes_by.clear()
+            host.ledger.bytes_by.update(top)
         if now - self._last_touch >= TOUCH_EVERY:
             self._last_touch = now
             await self.store.touch(self.subscriptions.keys(), now)
