@@ -902,3 +902,49 @@ def concurrently(fns: Sequence[Callable[[], T]]) -> list[T]:
         if e is not None:
             raise e
     return [f.result() for f in futures]
+
+
+#: seconds a waiting sender gets (nameplate claimed, mailbox open, PAKE message posted)
+#: before its server is interrupted
+WAIT_BEFORE_INTERRUPT = 2.0
+
+
+def senders_wait_through(
+    send_via: Harness,
+    receive_via: Harness,
+    receivers: Sequence[Kind],
+    interrupt: Callable[[], None],
+    label: str,
+) -> list[PairResult]:
+    """Python senders wait on `send_via`'s server, `interrupt()` runs (a restart, a kill),
+    and only then do the receivers start on `receive_via`'s. Every client is killed if
+    anything raises."""
+    codes = send_via.codes
+    payloads = [random_text() for _ in receivers]
+    code_list = [codes.next() for _ in receivers]
+    senders = [
+        send_via.start("py", "send", code, p, f"{label}-to-{r}")
+        for code, p, r in zip(code_list, payloads, receivers, strict=True)
+    ]
+    started: list[Client] = []
+    try:
+        for s in senders:
+            s.wait_code()  # printed after the server's welcome
+        time.sleep(WAIT_BEFORE_INTERRUPT)
+        for s in senders:
+            if s.returncode is not None:
+                raise InteropError(f"sender exited before the {label}\n{s.describe()}")
+        interrupt()
+        started = [
+            receive_via.start(r, "receive", code, p, f"{label}-to-{r}")
+            for code, p, r in zip(code_list, payloads, receivers, strict=True)
+        ]
+        for c in [*senders, *started]:
+            c.wait()
+    finally:
+        for c in [*senders, *started]:
+            c.kill()
+    return [
+        PairResult(s, r, code, p)
+        for s, r, code, p in zip(senders, started, code_list, payloads, strict=True)
+    ]

@@ -52,6 +52,7 @@ from interop_support import (
     random_file,
     random_text,
     require,
+    senders_wait_through,
     tail,
 )
 from test_postgres_store import usage_rows
@@ -331,35 +332,12 @@ def kill_scenario(
     node1, node2 = cluster.nodes
     on1 = Harness(net, node1, workdir / "clients-node1", codes)
     on2 = Harness(net, node2, workdir / "clients-node2", codes)
-    payloads = [random_text() for _ in receivers]
-    code_list = [codes.next() for _ in receivers]
-    senders = [
-        on1.start("py", "send", code, p, f"kill-to-{r}")
-        for code, p, r in zip(code_list, payloads, receivers, strict=True)
-    ]
-    started: list[Client] = []
-    try:
-        for s in senders:
-            s.wait_code()
-        time.sleep(WAIT_BEFORE_KILL)
-        for s in senders:
-            if s.returncode is not None:
-                raise InteropError(f"sender exited before the kill\n{s.describe()}")
+
+    def kill() -> None:
         assert node1.stop(signal.SIGKILL) == -signal.SIGKILL
         node1.start()
-        started = [
-            on2.start(r, "receive", code, p, f"kill-to-{r}")
-            for code, p, r in zip(code_list, payloads, receivers, strict=True)
-        ]
-        for c in [*senders, *started]:
-            c.wait()
-    finally:
-        for c in [*senders, *started]:
-            c.kill()
-    return [
-        PairResult(s, r, code, p)
-        for s, r, code, p in zip(senders, started, code_list, payloads, strict=True)
-    ]
+
+    return senders_wait_through(on1, on2, receivers, kill, "kill")
 
 
 def test_sigkill_node_while_sender_waits(

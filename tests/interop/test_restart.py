@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,51 +26,26 @@ from interop_support import (
     PairResult,
     Server,
     check_success,
-    random_text,
+    senders_wait_through,
 )
 
 pytestmark = pytest.mark.interop
-
-WAIT_BEFORE_STOP = 2.0
 
 
 def restart_scenario(
     net: Net, codes: Codes, server: Server, workdir: Path, sig: int, receivers: list[Kind]
 ) -> list[PairResult]:
     harness = Harness(net, server, workdir, codes)
-    payloads = [random_text() for _ in receivers]
-    code_list = [codes.next() for _ in receivers]
-    senders = [
-        harness.start("py", "send", code, p, f"restart-to-{r}")
-        for code, p, r in zip(code_list, payloads, receivers, strict=True)
-    ]
-    started = []
-    try:
-        for s in senders:
-            s.wait_code()  # printed after the server's welcome
-        time.sleep(WAIT_BEFORE_STOP)
-        for s in senders:
-            if s.returncode is not None:
-                raise InteropError(f"sender exited before the restart\n{s.describe()}")
+
+    def restart() -> None:
         rc = server.stop(sig)
         if sig == signal.SIGTERM:
             assert rc == 0, f"SIGTERM: the server exited with {rc}\n{server.log_text()[-2000:]}"
         else:
             assert rc == -signal.SIGKILL, rc
         server.start()
-        started = [
-            harness.start(r, "receive", code, p, f"restart-to-{r}")
-            for code, p, r in zip(code_list, payloads, receivers, strict=True)
-        ]
-        for c in [*senders, *started]:
-            c.wait()
-    finally:
-        for c in [*senders, *started]:
-            c.kill()
-    return [
-        PairResult(s, r, code, p)
-        for s, r, code, p in zip(senders, started, code_list, payloads, strict=True)
-    ]
+
+    return senders_wait_through(harness, harness, receivers, restart, "restart")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])

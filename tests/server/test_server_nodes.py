@@ -184,27 +184,6 @@ async def test_the_leader_role_moves_when_the_leader_goes(tmp_path: Path) -> Non
             await two.stop()
 
 
-async def test_commands_sent_just_before_hanging_up_still_count(nodes) -> None:
-    """A client may `close` and hang up at once (wormhole-william does): as on SQLite,
-    where a command is decided when it arrives, the queued `close` is still decided."""
-    one, two = nodes
-    a, b = await _bound(one, "a"), await _bound(two, "b")
-    mailbox = await a.claim("31")
-    assert await b.claim("31") == mailbox
-    await a.open(mailbox)
-    await b.open(mailbox)
-    await a.close(mood="happy")
-    await b.send("release")
-    await b.send("close", mood="happy")
-    await b.disconnect()
-    for _ in range(50):
-        rows = usage_rows(one.config, "mailboxes")
-        if rows:
-            break
-        await asyncio.sleep(0.1)
-    assert [r["result"] for r in rows] == ["happy"]
-
-
 async def test_a_lost_listener_reconnects_and_misses_nothing(nodes) -> None:
     """Notifications sent while a node's listening connection is down are not replayed by
     PostgreSQL: the node connects again, LISTENs, and re-reads its readers' mailboxes."""

@@ -508,18 +508,31 @@ class MailboxServer:
         return pruned
 
     async def sample_usage(self) -> None:
+        """Connection and channel counts into the usage records; with several nodes,
+        the leader writes one sample for the whole server."""
+        now = self.clock()
         if self.cluster is not None:
-            if self.cluster.leader:  # one sample for the whole server
-                await self.cluster.sample_usage()
-            return
-        nameplates, mailboxes = self.rendezvous.counts()
-        conns = self.connections
+            if not self.cluster.leader:
+                return
+            (
+                connections,
+                bound,
+                subscribed,
+                nameplates,
+                mailboxes,
+            ) = await self.cluster.server_counts(now)
+        else:
+            conns = self.connections
+            connections = len(conns)
+            bound = sum(1 for c in conns if c.session.bound)
+            subscribed = sum(1 for c in conns if c.session.mailbox is not None)
+            nameplates, mailboxes = self.rendezvous.counts()
         blur = self.config.blur_usage
         sample = fx.UsageConnectionCount(
-            sampled=blur_time(self.clock(), blur),
-            connections=len(conns),
-            bound=sum(1 for c in conns if c.session.bound),
-            subscribed=sum(1 for c in conns if c.session.mailbox is not None),
+            sampled=blur_time(now, blur),
+            connections=connections,
+            bound=bound,
+            subscribed=subscribed,
             nameplates=nameplates,
             mailboxes=mailboxes,
             rebooted=blur_time(self._started_at, blur),

@@ -53,7 +53,6 @@ from pigeonhole.protocol.channels import (
 )
 from pigeonhole.protocol.ledger import Ledger
 from pigeonhole.protocol.session import Session, Step, error_frame
-from pigeonhole.protocol.usage import blur
 from pigeonhole.server.subscriptions import Subscriptions
 from pigeonhole.store.group_commit import RETRY_FIRST, RETRY_MAX
 from pigeonhole.store.postgres import (
@@ -143,7 +142,7 @@ class Node:
         self._wakes = [asyncio.Event() for _ in range(BATCHES_IN_FLIGHT)]
         self._inflight: set[Member] = set()
         self._gone: set[Member] = set()
-        self.subscriptions = Subscriptions(self._deliver)
+        self.subscriptions = Subscriptions(lambda conn, frame: conn.deliver(frame))
         #: notification origin tokens of this node's connections, and the numbers of the
         #: messages each sent whose notification has not come back yet (a re-read after a
         #: lost listener must not echo them twice)
@@ -191,9 +190,12 @@ class Node:
 
     # -- commands -------------------------------------------------------------------
 
-    def enqueue(self, conn: Member, msg: dict[str, Any]) -> None:
-        """Queue a decoded command; it is decided in a later batch, in order."""
-        if _has_nul(msg):
+    def enqueue(self, conn: Member, msg: dict[str, Any], frame: str | bytes) -> None:
+        """Queue a decoded command (`frame`: as received); it is decided in a later batch,
+        in order."""
+        # JSON can only spell U+0000 as an escape: most frames are not walked at all
+        escaped = "\\u0000" in frame if isinstance(frame, str) else b"\\u0000" in frame
+        if escaped and _has_nul(msg):
             # PostgreSQL text cannot hold U+0000: refused here, not by a failed batch
             msg = {"type": _REFUSE, "orig": msg, "error": NUL_REFUSED}
         queue = self._queues.get(conn)
@@ -209,9 +211,6 @@ class Node:
         queue.append(msg)
         if conn not in self._inflight and len(queue) == 1:
             self._make_ready(conn)
-
-    def join(self, conn: Member) -> None:
-        self._by_token[id(conn)] = conn
 
     def forget(self, conn: Member) -> None:
         """The connection is gone: it reads nothing more. Commands it sent before are still
@@ -487,9 +486,6 @@ class Node:
             except Exception:
                 log.exception("a notification could not be delivered")
 
-    def _deliver(self, conn: Any, frame: dict[str, Any]) -> None:
-        conn.deliver(frame)
-
     async def _resync(self) -> None:
         """The listener was lost and is back: re-read what readers may have missed."""
         log.warning("listening connection restored: re-reading the open mailboxes")
@@ -577,25 +573,13 @@ class Node:
             if done == 0 or len(idle) < PRUNE_CHUNK:
                 return pruned
 
-    async def sample_usage(self) -> None:
-        """One usage sample for the whole server: every live node's connections summed."""
-        host = self.host
-        now = host.clock()
-        await self.store.report_node(self.id, host.started_at, now, self._own_counts())
+    async def server_counts(self, now: float) -> tuple[int, int, int, int, int]:
+        """(connections, bound, subscribed, nameplates, mailboxes) of the whole server:
+        every live node's connections summed (this one's as of now), for a usage sample."""
+        await self.store.report_node(self.id, self.host.started_at, now, self._own_counts())
         _, connections, bound, subscribed = await self.store.node_sums(now - NODE_STALE)
         nameplates, mailboxes, _ = await self.store.totals()
-        blur_time = host.config.blur_usage
-        sample = fx.UsageConnectionCount(
-            sampled=blur(now, blur_time),
-            connections=connections,
-            bound=bound,
-            subscribed=subscribed,
-            nameplates=nameplates,
-            mailboxes=mailboxes,
-            rebooted=blur(host.started_at, blur_time),
-            blur_time=blur_time,
-        )
-        await self.store.write(encode_batch([sample]))
+        return connections, bound, subscribed, nameplates, mailboxes
 
 
 #: a queued command already refused (never decided), and why

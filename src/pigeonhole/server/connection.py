@@ -101,7 +101,7 @@ class Connection:
         if cluster is not None:
             # the database is shared: the command is decided in the node's next batch,
             # which calls `emit` after its commit (server/cluster.py)
-            cluster.enqueue(self, msg)
+            cluster.enqueue(self, msg, data)
             return
         step = self.session.receive(msg, server.clock())
         barrier = server.committer.submit(step.effects)

@@ -123,7 +123,8 @@ class PostgresStorage:
 
 
 class _Writes:
-    """Effects that need no decision, through the group committer (a Syncer)."""
+    """Effects that need no decision (the usage samples), through the group committer:
+    a Syncer writing each batch in a transaction of its own."""
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store

@@ -79,7 +79,6 @@ class PostgresStore:
         self.url = url
         #: the asyncpg module, imported when the store opens (an optional dependency)
         self._pg: Any = None
-        self._writer: Any = None
         #: idle connections for batches (one per batch running at once)
         self._writers: list[Any] = []
         self._listener: Any = None
@@ -104,10 +103,9 @@ class PostgresStore:
         """Connect and create, upgrade or check the schema."""
         pg = self._pg = _asyncpg()
         try:
-            self._writer = await pg.connect(self.url)
-            await self._create_or_upgrade()
-            self._writers.append(self._writer)
-            self._writer = None
+            writer = await pg.connect(self.url)
+            self._writers.append(writer)  # the first batch's, once the schema is made
+            await self._create_or_upgrade(writer)
             self._pool = await pg.create_pool(self.url, min_size=1, max_size=4)
         except (OSError, pg.PostgresError) as err:
             await self.close()
@@ -117,20 +115,17 @@ class PostgresStore:
             raise
         self._ping_task = asyncio.get_running_loop().create_task(self._probe())
 
-    async def _create_or_upgrade(self) -> None:
-        async with self._writer.transaction():
-            await self._writer.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
-            exists = await self._writer.fetchval(
-                "SELECT to_regclass('channel.version') IS NOT NULL"
-            )
-            version = 0
+    async def _create_or_upgrade(self, conn: Any) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+            exists = await conn.fetchval("SELECT to_regclass('channel.version') IS NOT NULL")
             if not exists:
-                await self._writer.execute(schema_sql("postgres-v1.sql"))
+                await conn.execute(schema_sql("postgres-v1.sql"))
                 version = 1
             else:
-                version = await self._writer.fetchval("SELECT max(version) FROM channel.version")
+                version = await conn.fetchval("SELECT max(version) FROM channel.version")
             if version == 1:
-                await self._writer.execute(schema_sql("postgres-upgrade-v1-v2.sql"))
+                await conn.execute(schema_sql("postgres-upgrade-v1-v2.sql"))
                 version = 2
             if version != POSTGRES_VERSION:
                 raise StoreError(
@@ -187,7 +182,7 @@ class PostgresStore:
         for conn in writers:
             with contextlib.suppress(Exception):
                 await conn.close()
-        for name in ("_listener", "_leader", "_writer"):
+        for name in ("_listener", "_leader"):
             conn = getattr(self, name)
             if conn is not None:
                 with contextlib.suppress(Exception):
@@ -342,42 +337,20 @@ class PostgresStore:
 
     async def message(self, seq: int) -> tuple[str, str, dict[str, Any]] | None:
         """One message by number: (app, mailbox, frame), or None once deleted."""
-        row = await self._pool.fetchrow(
-            "SELECT app_id, mailbox_id FROM channel.messages WHERE seq = $1", seq
-        )
-        if row is None:
-            return None
-        for number, frame in await self.messages_after(row[0], row[1], seq - 1):
-            if number == seq:
-                return row[0], row[1], frame
-        return None
+        row = await self._pool.fetchrow(f"SELECT app_id, mailbox_id, {_FRAME} WHERE seq = $1", seq)
+        return None if row is None else (row[0], row[1], _frame(row[2:]))
 
     async def messages_after(
         self, app_id: str, mailbox_id: str, after: int
     ) -> list[tuple[int, dict[str, Any]]]:
         """A mailbox's messages numbered above `after`, as (seq, frame), in order."""
         rows = await self._pool.fetch(
-            "SELECT seq, side, phase, body, body_is_text, server_rx, msg_id"
-            " FROM channel.messages WHERE app_id = $1 AND mailbox_id = $2 AND seq > $3"
-            " ORDER BY seq",
+            f"SELECT seq, {_FRAME} WHERE app_id = $1 AND mailbox_id = $2 AND seq > $3 ORDER BY seq",
             app_id,
             mailbox_id,
             after,
         )
-        return [
-            (
-                seq,
-                {
-                    "type": "message",
-                    "side": side,
-                    "phase": phase,
-                    "body": body.decode("ascii") if is_text else body.hex(),
-                    "server_rx": server_rx,
-                    "id": orjson.loads(msg_id),
-                },
-            )
-            for seq, side, phase, body, is_text, server_rx, msg_id in rows
-        ]
+        return [(row[0], _frame(row[1:])) for row in rows]
 
     def ping(self) -> None:
         """Raise if the last health probe failed (for /health, which must not wait)."""
@@ -395,6 +368,22 @@ class PostgresStore:
             except Exception as err:
                 self.ping_error = str(err) or type(err).__name__
             await asyncio.sleep(PING_INTERVAL)
+
+
+#: a stored message's columns that make its `message` frame (`_frame`), and the table
+_FRAME = "side, phase, body, body_is_text, server_rx, msg_id FROM channel.messages"
+
+
+def _frame(row: Any) -> dict[str, Any]:
+    side, phase, body, is_text, server_rx, msg_id = row
+    return {
+        "type": "message",
+        "side": side,
+        "phase": phase,
+        "body": body.decode("ascii") if is_text else body.hex(),
+        "server_rx": server_rx,
+        "id": orjson.loads(msg_id),
+    }
 
 
 def encode_effects(effects: list[fx.Effect]) -> list[list[Any]]:

@@ -133,7 +133,7 @@ END
 $$;
 
 -- version 2's batch: as version 1's, plus what several nodes need. A new nameplate is a
--- plain INSERT (two nodes creating one name: the second fails and its batch is decided
+-- plain INSERT (`insert_nameplate`, in place of version 1's upsert `put_nameplate`) (two nodes creating one name: the second fails and its batch is decided
 -- again), a message records its size, `touch` keeps a mailbox alive (store/shared.py
 -- touches every mailbox a command used), and `notify` tells every node (their
 -- subscribers) in the same transaction.
@@ -154,11 +154,6 @@ BEGIN
             END IF;
             INSERT INTO channel.nameplates (app_id, name, mailbox_id, owner)
             VALUES (e->>1, e->>2, e->>3, e->>4);
-        WHEN 'put_nameplate' THEN
-            INSERT INTO channel.nameplates (app_id, name, mailbox_id, owner)
-            VALUES (e->>1, e->>2, e->>3, e->>4)
-            ON CONFLICT (app_id, name) DO UPDATE
-            SET mailbox_id = EXCLUDED.mailbox_id, owner = EXCLUDED.owner;
         WHEN 'delete_nameplate' THEN
             DELETE FROM channel.nameplate_sides WHERE app_id = e->>1 AND name = e->>2;
             DELETE FROM channel.nameplates WHERE app_id = e->>1 AND name = e->>2;
