@@ -14,7 +14,7 @@ from pigeonhole.protocol.channels import Randomness
 from pigeonhole.protocol.errors import CROWDED, GREEDY
 from pigeonhole.protocol.limits import ADDRESS_NAMEPLATES, Limits
 from pigeonhole.protocol.session import Session
-from pigeonhole.store.shared import batch_spec, loaded_rendezvous, touches
+from pigeonhole.store.shared import Cover, batch_spec, loaded_rendezvous, touches
 
 NOW = 1_000.0
 _ids = itertools.count(1)
@@ -105,3 +105,34 @@ def test_a_used_mailbox_is_touched_and_messages_are_numbered_from_the_block() ->
     assert [e.seq for e in step.effects if hasattr(e, "seq")] == [4096]
     assert touches(rz, loaded, NOW) == [["touch", "app", "mb", NOW]]
     assert rz.mailbox("app", "idle").updated == 5.0  # pruning reads the stored time
+
+
+def test_a_run_of_commands_is_guessed_as_if_each_earlier_one_succeeded() -> None:
+    """`wants_run`: a `bind` names the app an `allocate` reads, an `open` the mailbox an
+    `add` writes; a lone `add` before any `open` reads nothing."""
+    fresh = Session(_rz(_empty()), object(), owner="192.0.2.1")
+    bind = {"type": "bind", "appid": "app", "side": "a"}
+    bound_then_allocate = fresh.wants_run([bind, {"type": "allocate"}])
+    assert bound_then_allocate[0].apps == [] and bound_then_allocate[1].apps == ["app"]
+    s = _bound("a")
+    add = {"type": "add", "phase": "pake", "body": "00"}
+    opened, added = s.wants_run([{"type": "open", "mailbox": "m"}, add])
+    assert opened.mailboxes == [("app", "m")]
+    assert added.mailboxes == [("app", "m")] and added.seq and added.owner
+    assert s.wants_run([add])[0].mailboxes == []
+    # the guess changes nothing: the session itself has opened nothing
+    assert s.mailbox is None and s.wants(add).mailboxes == []
+
+
+def test_a_cover_holds_only_what_the_batch_locked_and_loaded() -> None:
+    s = _bound("a")
+    spec = batch_spec(s.wants_run([{"type": "open", "mailbox": "m"}]), ["192.0.2.1"])
+    cover = Cover(spec)
+    assert cover.covers(s.wants({"type": "open", "mailbox": "m"}), "192.0.2.1")
+    assert not cover.covers(s.wants({"type": "open", "mailbox": "other"}), "192.0.2.1")
+    assert not cover.covers(s.wants({"type": "claim", "nameplate": "4"}), "192.0.2.1")
+    assert not cover.covers(s.wants({"type": "allocate"}), "192.0.2.1")  # app not listed
+    # an `add` needs a message number: this batch took none
+    s.receive({"type": "open", "mailbox": "m"}, NOW)
+    assert not cover.covers(s.wants({"type": "add", "phase": "p", "body": "00"}), "192.0.2.1")
+    assert cover.covers(s.wants({"type": "ping", "ping": 1}), "192.0.2.9")

@@ -215,6 +215,31 @@ class Session:
             want.owner = want.seq = True
         return want
 
+    def wants_run(self, msgs: list[dict[str, Any]]) -> list[Wants]:
+        """What a run of this connection's commands would read, each later one as if the
+        earlier ones succeeded (a `bind` names the app, an `open` the mailbox `add` and
+        `close` use). A guess, made before anything is decided: whoever decides the run
+        checks each later command's `wants` again on the state the earlier ones really
+        left (server/cluster.py), so a wrong guess costs a batch, never a wrong read."""
+        guess = Session.__new__(Session)
+        for name in Session.__slots__:
+            setattr(guess, name, getattr(self, name))
+        wants = []
+        for msg in msgs:
+            wants.append(guess.wants(msg))
+            mtype = msg.get("type")
+            if mtype == "bind" and guess.app_id is None:
+                app_id = msg.get("appid")
+                guess.app_id = app_id if isinstance(app_id, str) else None
+            elif mtype == "claim" and isinstance(msg.get("nameplate"), str):
+                guess._nameplate = msg["nameplate"]
+            elif mtype == "open" and isinstance(msg.get("mailbox"), str):
+                guess._mailbox_id = msg["mailbox"]
+                guess.mailbox = Mailbox(msg["mailbox"], False, 0.0)
+            elif mtype == "close":
+                guess.mailbox = None
+        return wants
+
     def fork(self, rendezvous: Rendezvous) -> Session:
         """A copy deciding against another (loaded) rendezvous: kept by `adopt` only if its
         writes commit, so a transaction that is rolled back and decided again is decided

@@ -12,8 +12,11 @@ the database holds it, so a node keeps nothing a client depends on but its conne
   node's (two nodes made the same nameplate; a deadlock) is rolled back and decided
   again from fresh rows: the forks are dropped, so nothing was decided twice. A database
   that fails keeps the commands queued (retried with a doubling pause) and answers
-  nothing: no reply without its commit. One batch runs at a time per node; one command
-  per connection per batch keeps each connection's order.
+  nothing: no reply without its commit. One batch runs at a time per node. A connection
+  brings its queued commands in order, up to RUN_MAX: a client that sends `open` and
+  `add`, or `bind` and `allocate`, without waiting gets both decided in one transaction
+  (each later one only if what it reads was locked for the batch; the rest wait for the
+  next).
 - **Messages to other nodes** ride the batch's NOTIFY (one notification per batch, more
   only past PostgreSQL's 8000-byte payload limit; a body too big to carry is read from
   the table by the receiving node). Every node, this one included, hands them to its
@@ -52,7 +55,7 @@ from pigeonhole.protocol.channels import (
     Rendezvous,
 )
 from pigeonhole.protocol.ledger import Ledger
-from pigeonhole.protocol.session import Session, Step, error_frame
+from pigeonhole.protocol.session import Session, Step, Wants, error_frame
 from pigeonhole.server.subscriptions import Subscriptions
 from pigeonhole.store.group_commit import RETRY_FIRST, RETRY_MAX
 from pigeonhole.store.postgres import (
@@ -61,8 +64,10 @@ from pigeonhole.store.postgres import (
     Refused,
     encode_batch,
     encode_effects,
+    encode_rows,
 )
 from pigeonhole.store.shared import (
+    Cover,
     batch_spec,
     loaded_rendezvous,
     new_messages,
@@ -77,6 +82,8 @@ log = logging.getLogger("pigeonhole.cluster")
 #: share the cores: more lanes made smaller batches and more transactions; a database
 #: across a network, where a batch mostly waits, is where more lanes pay)
 MAX_BATCH = 256
+#: a connection's queued commands decided in one batch at most, in order
+RUN_MAX = 8
 BATCHES_IN_FLIGHT = int(os.environ.get("PIGEONHOLE_NODE_LANES", "1"))
 #: NOTIFY payloads stay under PostgreSQL's 8000-byte limit; a message frame bigger than
 #: FRAME_INLINE is sent as its number only, and read from the table by whoever needs it
@@ -105,8 +112,13 @@ class Member(Protocol):
     def address(self) -> str: ...
 
     def emit(self, msg: dict[str, Any], step: Step) -> None: ...
+    def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None: ...
     def deliver(self, frame: dict[str, Any]) -> None: ...
     def flooded(self, msg: dict[str, Any]) -> None: ...
+
+
+#: connections with their runs of queued commands, in order
+Batch = list[tuple[Member, list[dict[str, Any]]]]
 
 
 class NodeHost(Protocol):
@@ -254,22 +266,30 @@ class Node:
                 wake.clear()
                 await wake.wait()
                 continue
-            batch: list[tuple[Member, dict[str, Any]]] = []
-            while ready and len(batch) < MAX_BATCH:
+            batch: Batch = []
+            taken = 0
+            while ready and taken < MAX_BATCH:
                 conn = next(iter(ready))
                 del ready[conn]
                 queue = self._queues[conn]
-                batch.append((conn, queue.popleft()))
+                run = [queue.popleft()]
+                # a refusal is answered alone, before its batch: it runs alone too
+                room = min(RUN_MAX, MAX_BATCH - taken)
+                if run[0]["type"] != _REFUSE:
+                    while queue and len(run) < room and queue[0]["type"] != _REFUSE:
+                        run.append(queue.popleft())
                 if not queue:
                     del self._queues[conn]
+                batch.append((conn, run))
+                taken += len(run)
                 self._inflight.add(conn)
             await self._run_one(batch)
 
-    async def _run_one(self, batch: list[tuple[Member, dict[str, Any]]]) -> None:
+    async def _run_one(self, batch: Batch) -> None:
         try:
             await self._decide(batch)
         except Exception:
-            log.exception("a batch of %d commands failed", len(batch))
+            log.exception("a batch of %d connections' commands failed", len(batch))
         finally:
             for conn, _ in batch:
                 self._inflight.discard(conn)
@@ -279,25 +299,32 @@ class Node:
                     self._gone.discard(conn)
                     self._by_token.pop(id(conn), None)
 
-    async def _decide(self, batch: list[tuple[Member, dict[str, Any]]]) -> None:
+    async def _decide(self, batch: Batch) -> None:
+        """Decide and commit a batch, then send its replies."""
         host = self.host
-        for conn, msg in batch:
-            session = conn.session
-            if msg["type"] == "open" and session.mailbox is None and session.app_id:
-                mailbox_id = msg.get("mailbox")
-                if isinstance(mailbox_id, str):
-                    # before the decision: what commits from now on is held for it
-                    self.subscriptions.pending(conn, (session.app_id, mailbox_id))
-        refused = [(c, m) for c, m in batch if m["type"] == _REFUSE]
+        refused = [(c, run[0]) for c, run in batch if run[0]["type"] == _REFUSE]
         if refused:
             for conn, note in refused:
                 conn.emit(note["orig"], _refusal(note["orig"], note["error"]))
-            batch = [(c, m) for c, m in batch if m["type"] != _REFUSE]
+            batch = [(c, run) for c, run in batch if run[0]["type"] != _REFUSE]
             if not batch:
                 return
-        wants = [conn.session.wants(msg) for conn, msg in batch]
-        owners = [c.address for (c, _), w in zip(batch, wants, strict=True) if w.owner]
+        wants: list[Wants] = []
+        owners: list[str] = []
+        for conn, run in batch:
+            session = conn.session
+            guessed = session.wants_run(run) if len(run) > 1 else [session.wants(run[0])]
+            wants.extend(guessed)
+            if any(w.owner for w in guessed):
+                owners.append(conn.address)
+            if session.mailbox is None:
+                for want, msg in zip(guessed, run, strict=True):
+                    if msg["type"] == "open" and want.mailboxes:
+                        # before the decision: what commits from now on is held for it
+                        self.subscriptions.pending(conn, want.mailboxes[0])
+                        break
         spec = batch_spec(wants, owners)
+        cover = Cover(spec)
         pause = RETRY_FIRST
         locked = {tuple(name) for name in spec["names"]}
         while True:
@@ -305,8 +332,9 @@ class Node:
             began = time.monotonic()
             made: set[tuple[str, str]] = set()
             try:
-                rz, steps = await self.store.decide(
-                    spec, partial(self._run, batch, now=now, locked=locked, made=made)
+                rz, outcome = await self.store.decide(
+                    spec,
+                    partial(self._run, batch, now=now, locked=locked, made=made, cover=cover),
                 )
                 self._reserved -= made
                 break
@@ -317,15 +345,16 @@ class Node:
                 self._reserved -= made
                 # the content, not the database: decide each command alone, so only the
                 # one the database refuses is answered with an error
-                if len(batch) == 1:
-                    conn, msg = batch[0]
+                if len(batch) == 1 and len(batch[0][1]) == 1:
+                    conn, (msg,) = batch[0]
                     log.warning("the database refused a command: %s", err)
                     if conn.session.mailbox is None:
                         self.subscriptions.drop(conn)
                     conn.emit(msg, _refusal(msg, "server could not store this command"))
                     return
-                for single in batch:
-                    await self._decide([single])
+                for conn, run in batch:
+                    for msg in run:
+                        await self._decide([(conn, [msg])])
                 return
             except StoreError as err:
                 self._reserved -= made
@@ -338,23 +367,27 @@ class Node:
             host.storage_recovered()
         host.observe_commit(time.monotonic() - began)
         self.batches += 1
-        self.commands += len(batch)
+        self.commands += sum(len(steps) for _, steps in outcome)
         self._count(rz)
-        self._account(rz, [e for _, step in steps for e in step.effects], owners)
-        for (conn, msg), (trial, step) in zip(batch, steps, strict=True):
-            self._finish(conn, msg, trial, step, rz)
+        effects = [e for _, steps in outcome for step in steps for e in step.effects]
+        self._account(rz, effects, owners)
+        for (conn, run), (trial, steps) in zip(batch, outcome, strict=True):
+            self._finish(conn, run, trial, steps)
 
     def _run(
         self,
-        batch: list[tuple[Member, dict[str, Any]]],
+        batch: Batch,
         loaded: dict[str, Any],
         *,
         now: float,
         locked: set[tuple[Any, ...]],
         made: set[tuple[str, str]],
-    ) -> tuple[tuple[Rendezvous, list[tuple[Session, Step]]], str]:
+        cover: Cover,
+    ) -> tuple[tuple[Rendezvous, list[tuple[Session, list[Step]]]], str]:
         """Decide the batch on the loaded rows (inside the transaction): the writes.
 
+        Each connection's run is decided in order on one fork; a later command whose
+        reads the batch did not lock stops the run there (`_finish` queues the rest).
         Nameplates this node's other running batches are making count as taken here, so
         two of its batches never allocate the same name (the second would have to be
         decided again); `made` gets this batch's, until it ends.
@@ -374,39 +407,55 @@ class Node:
             app = rz.apps.get(app_id)
             if app is not None and (app_id, name) not in locked:
                 app.nameplates.setdefault(name, Nameplate(name, ""))
-        steps: list[tuple[Session, Step]] = []
+        decided: list[tuple[Session, list[Step]]] = []
         rows: list[list[Any]] = []
         messages: list[list[Any]] = []
-        for conn, msg in batch:
-            session = conn.session
-            subscribed = None
-            if session.mailbox is not None and session.app_id is not None:
-                subscribed = rz.mailbox(session.app_id, session.mailbox.id)
-                if subscribed is not None:
-                    subscribed.subscribers[conn] = None  # its own echo only
-            trial = session.fork(rz)
-            step = trial.receive(msg, now)
-            if subscribed is not None:
-                subscribed.subscribers.clear()
-            if trial.mailbox is not None:
-                trial.mailbox.subscribers.clear()
-            if trial.mailbox is not None and step.replayed:
-                # the replay ends here; what later commands of the batch add goes live
-                step.replayed_up_to = trial.mailbox.messages[len(step.replayed) - 1].seq
-            steps.append((trial, step))
-            rows.extend(encode_effects(step.effects))
-            for effect in step.effects:
-                if isinstance(effect, fx.PutNameplate):
-                    made.add((effect.app_id, effect.name))
-            for put in new_messages(step.effects):
-                messages.append(_note(put, id(conn)))
+        for conn, run in batch:
+            trial = conn.session.fork(rz)
+            steps: list[Step] = []
+            for msg in run:
+                if steps and (
+                    steps[-1].close is not None or not cover.covers(trial.wants(msg), conn.address)
+                ):
+                    break
+                steps.append(self._run_command(conn, trial, msg, now, rz))
+            decided.append((trial, steps))
+            for step in steps:
+                rows.extend(encode_effects(step.effects))
+                for effect in step.effects:
+                    if isinstance(effect, fx.PutNameplate):
+                        made.add((effect.app_id, effect.name))
+                for put in new_messages(step.effects):
+                    messages.append(_note(put, id(conn)))
         self._reserved |= made
         rows.extend(touches(rz, loaded, now))
         rows.extend(["notify", payload] for payload in _payloads(self.id, messages))
-        return (rz, steps), orjson.dumps(rows).decode()
+        return (rz, decided), encode_rows(rows)
+
+    @staticmethod
+    def _run_command(
+        conn: Member, trial: Session, msg: dict[str, Any], now: float, rz: Rendezvous
+    ) -> Step:
+        """One command on a connection's fork: live messages reach only its own echo (the
+        other readers get theirs from the notification, after the commit)."""
+        subscribed = None
+        if trial.mailbox is not None and trial.app_id is not None:
+            subscribed = rz.mailbox(trial.app_id, trial.mailbox.id)
+            if subscribed is not None:
+                subscribed.subscribers[conn] = None  # its own echo only
+        was_reading = trial.mailbox is not None
+        step = trial.receive(msg, now)
+        if subscribed is not None:
+            subscribed.subscribers.clear()
+        if trial.mailbox is not None:
+            trial.mailbox.subscribers.clear()
+            if not was_reading and step.replayed:
+                # the replay ends here; what later commands of the batch add goes live
+                step.replayed_up_to = trial.mailbox.messages[len(step.replayed) - 1].seq
+        return step
 
     def _finish(
-        self, conn: Member, msg: dict[str, Any], trial: Session, step: Step, rz: Rendezvous
+        self, conn: Member, run: list[dict[str, Any]], trial: Session, steps: list[Step]
     ) -> None:
         session = conn.session
         was_reading = session.mailbox is not None
@@ -415,15 +464,20 @@ class Node:
         if mailbox is not None:
             # a small stand-in: the loaded rows are not kept past the batch
             session.mailbox = Mailbox(mailbox.id, mailbox.for_nameplate, 0.0)
-        echoes = [put.seq for put in new_messages(step.effects)]
-        if echoes:
-            self._echoed.setdefault(conn, set()).update(echoes)
-        conn.emit(msg, step)
+        left = run[len(steps) :]
+        if left:
+            # not decided in this batch: first in its queue again, in order
+            self._queues.setdefault(conn, deque()).extendleft(reversed(left))
+        for step in steps:
+            echoes = [put.seq for put in new_messages(step.effects)]
+            if echoes:
+                self._echoed.setdefault(conn, set()).update(echoes)
+        conn.emit_run(list(zip(run, steps, strict=False)))
         if conn in self._gone or mailbox is None:
             self.subscriptions.drop(conn)
         elif not was_reading and session.app_id is not None:
             # the `open` committed: its replay is queued; the rest of the mailbox follows
-            self.subscriptions.go_live(conn, step.replayed_up_to)
+            self.subscriptions.go_live(conn, max(step.replayed_up_to for step in steps))
 
     def _account(self, rz: Rendezvous, effects: list[fx.Effect], owners: list[str]) -> None:
         """This batch's changes to the totals (other nodes' come with the next tick)."""

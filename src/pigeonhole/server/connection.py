@@ -108,12 +108,17 @@ class Connection:
         self._emit(msg, step, barrier)
 
     def emit(self, msg: dict[str, Any], step: Step) -> None:
-        """Send what a step decided in a committed batch (shared store: nothing waits);
-        its frames leave in one write."""
+        """Send what a step decided in a committed batch (shared store: nothing waits)."""
+        self.emit_run([(msg, step)])
+
+    def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None:
+        """Send what a committed batch decided for this connection's commands, in order;
+        their frames leave in one write."""
         socket = self.socket
         socket.begin()
         try:
-            self._emit(msg, step, None)
+            for msg, step in decided:
+                self._emit(msg, step, None)
         finally:
             socket.end()
 

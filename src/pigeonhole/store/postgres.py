@@ -27,9 +27,10 @@ from typing import Any, TypeVar
 import orjson
 
 from pigeonhole.protocol import effects as fx
+from pigeonhole.store.parts import group
 from pigeonhole.store.sqlite import StoreError, kept_as_text
 
-POSTGRES_VERSION = 2
+POSTGRES_VERSION = 3
 #: advisory lock keys: creating or upgrading the schema (per transaction), and the leader
 SCHEMA_LOCK = 0x50_69_67_01
 LEADER_LOCK = 0x50_69_67_03
@@ -72,6 +73,15 @@ def _asyncpg() -> Any:
 
 def schema_sql(name: str) -> str:
     return (resources.files("pigeonhole.store") / "schema" / name).read_text()
+
+
+def _quoted(text: str) -> str:
+    """`text` as a dollar-quoted SQL literal, its tag one the text does not contain."""
+    tag, n = "$b$", 0
+    while tag in text:
+        n += 1
+        tag = f"$b{n}$"
+    return f"{tag}{text}{tag}"
 
 
 class PostgresStore:
@@ -127,6 +137,9 @@ class PostgresStore:
             if version == 1:
                 await conn.execute(schema_sql("postgres-upgrade-v1-v2.sql"))
                 version = 2
+            if version == 2:
+                await conn.execute(schema_sql("postgres-upgrade-v2-v3.sql"))
+                version = 3
             if version != POSTGRES_VERSION:
                 raise StoreError(
                     f"unable to handle PostgreSQL schema version {version}"
@@ -201,21 +214,30 @@ class PostgresStore:
         """
         pg = self._pg
         writer = None
+        reusable = False
         try:
             writer = self._writers.pop() if self._writers else None
             if writer is None or writer.is_closed():
                 writer = await pg.connect(self.url)
-            async with writer.transaction():
-                loaded = orjson.loads(
-                    await writer.fetchval(
-                        "SELECT channel.lock_and_load($1::jsonb)::text",
-                        orjson.dumps(spec).decode(),
-                    )
+            if not writer.is_in_transaction():
+                await writer.execute("BEGIN")
+            loaded = orjson.loads(
+                await writer.fetchval(
+                    "SELECT channel.lock_and_load($1::jsonb)::text", orjson.dumps(spec).decode()
                 )
-                result, batch = decide(loaded)
-                await writer.execute("SELECT channel.apply_batch($1::jsonb)", batch)
+            )
+            result, batch = decide(loaded)
+            # one round trip: write, commit, and begin the next batch's transaction (so
+            # the next batch's first message to the database is its lock_and_load)
+            await writer.execute(
+                f"SELECT channel.apply_batch({_quoted(batch)}::jsonb); COMMIT; BEGIN"
+            )
+            reusable = True
             return result
         except pg.PostgresError as err:
+            with contextlib.suppress(Exception):
+                await writer.execute("ROLLBACK")  # type: ignore[union-attr]
+                reusable = True
             state = str(getattr(err, "sqlstate", "") or "")
             if state in RETRY_STATES:
                 raise Conflict(str(err)) from err
@@ -226,10 +248,10 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL unreachable: {err}") from err
         finally:
             if writer is not None:
-                if writer.is_closed() or writer.is_in_transaction():
-                    writer.terminate()  # cancelled mid-transaction: not reused
-                else:
+                if reusable and not writer.is_closed():
                     self._writers.append(writer)
+                else:
+                    writer.terminate()  # cancelled or broken mid-transaction: not reused
 
     async def write(self, batch: str) -> None:
         """Effects that need no decision (usage samples), in a transaction of their own."""
@@ -387,13 +409,17 @@ def _frame(row: Any) -> dict[str, Any]:
 
 
 def encode_effects(effects: list[fx.Effect]) -> list[list[Any]]:
-    """Effects as `channel.apply_batch` takes them (store/schema/postgres-upgrade-v1-v2.sql)."""
+    """Effects as rows of writes, each `[kind, field, ...]` (store/parts.py groups them)."""
     return [_ENCODERS[type(e)](e) for e in effects]
 
 
 def encode_batch(effects: list[fx.Effect]) -> str:
-    """The batch as the JSON array `channel.apply_batch` takes."""
-    return orjson.dumps(encode_effects(effects)).decode()
+    """The batch as the JSON `channel.apply_batch` takes: its writes grouped in parts."""
+    return encode_rows(encode_effects(effects))
+
+
+def encode_rows(rows: list[list[Any]]) -> str:
+    return orjson.dumps(group(rows)).decode()
 
 
 def _message(e: fx.PutMessage) -> list[Any]:

@@ -48,6 +48,31 @@ def batch_spec(wants: Iterable[Wants], owners: Iterable[str]) -> dict[str, Any]:
     }
 
 
+class Cover:
+    """What a batch's spec locked and loaded: a later command of a connection joins the
+    batch only if what it reads is all here (server/cluster.py)."""
+
+    __slots__ = ("apps", "bodies", "mailboxes", "names", "owners", "seq")
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.names = {(a, n) for a, n in spec["names"]}
+        self.mailboxes = {(a, m) for a, m in spec["mailboxes"]}
+        self.apps = set(spec["apps"])
+        self.bodies = {(a, m) for a, m in spec["bodies"]}
+        self.owners = set(spec["owners"])
+        self.seq: bool = spec["seq"]
+
+    def covers(self, want: Wants, owner: str) -> bool:
+        return (
+            self.names.issuperset(want.names)
+            and self.mailboxes.issuperset(want.mailboxes)
+            and self.apps.issuperset(want.apps)
+            and self.bodies.issuperset(want.bodies)
+            and (not want.owner or not owner or owner in self.owners)
+            and (not want.seq or self.seq)
+        )
+
+
 def loaded_rendezvous(
     loaded: dict[str, Any],
     now: float,
