@@ -4,8 +4,10 @@ Starts one or two `pigeonhole serve --store` nodes on a scratch database, runs t
 generator's exchanges (side B on the second node when there are two), then reads, per
 completed exchange: the node batches (transactions that decide commands), the commands
 they decided, the notifications received by every node, the database's commits
-(`pg_stat_database`) and the WAL written (`pg_current_wal_lsn`; cluster-wide, so run it
-on an otherwise quiet PostgreSQL). The database is dropped afterwards.
+(`pg_stat_database`), the database's time inside the two batch functions
+(`lock_and_load` and `apply_batch`, from `pg_stat_user_functions` with `track_functions`
+on for the scratch database) and the WAL written (`pg_current_wal_lsn`; cluster-wide, so
+run it on an otherwise quiet PostgreSQL). The database is dropped afterwards.
 
     .venv/bin/python bench/node_costs.py [--nodes 1 2] [--concurrency 1 100] [--seconds 8]
 """
@@ -66,6 +68,7 @@ async def _fetchval(url: str, sql: str, *args: Any) -> Any:
 def run(nodes: int, concurrency: int, seconds: float, workdir: Path) -> dict[str, float]:
     name = f"pigeonhole_costs_{secrets.token_hex(4)}"
     asyncio.run(_fetchval(ADMIN, f'CREATE DATABASE "{name}"'))
+    asyncio.run(_fetchval(ADMIN, f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'"))
     url = _with_db(ADMIN, name)
     procs: list[tuple[subprocess.Popen[bytes], int, int]] = []
     try:
@@ -113,6 +116,14 @@ def run(nodes: int, concurrency: int, seconds: float, workdir: Path) -> dict[str
         wal = asyncio.run(
             _fetchval(url, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)", wal0)
         )
+        functions_ms = asyncio.run(
+            _fetchval(
+                url,
+                "SELECT coalesce(sum(total_time), 0) FROM pg_stat_user_functions"
+                " WHERE funcname IN ('lock_and_load', 'apply_batch')",
+            )
+        )
+        commands = figures["pigeonhole_node_commands_total"]
         return {
             "exchanges": done,
             "failed": result["failed"],
@@ -123,6 +134,8 @@ def run(nodes: int, concurrency: int, seconds: float, workdir: Path) -> dict[str
             "collisions": figures["pigeonhole_node_conflicts_total"] / done,
             "database commits": (commits1 - commits0) / done,
             "WAL bytes": float(wal) / done,
+            "batch functions ms": float(functions_ms) / done,
+            "batch functions µs per command": 1000 * float(functions_ms) / commands,
         }
     finally:
         for proc, _, _ in procs:

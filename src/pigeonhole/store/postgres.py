@@ -219,19 +219,16 @@ class PostgresStore:
             writer = self._writers.pop() if self._writers else None
             if writer is None or writer.is_closed():
                 writer = await pg.connect(self.url)
-            if not writer.is_in_transaction():
-                await writer.execute("BEGIN")
+            await writer.execute("BEGIN")
             loaded = orjson.loads(
                 await writer.fetchval(
                     "SELECT channel.lock_and_load($1::jsonb)::text", orjson.dumps(spec).decode()
                 )
             )
             result, batch = decide(loaded)
-            # one round trip: write, commit, and begin the next batch's transaction (so
-            # the next batch's first message to the database is its lock_and_load)
-            await writer.execute(
-                f"SELECT channel.apply_batch({_quoted(batch)}::jsonb); COMMIT; BEGIN"
-            )
+            # the writes and the commit in one round trip (between batches the connection
+            # is idle outside a transaction, as operators' monitoring expects)
+            await writer.execute(f"SELECT channel.apply_batch({_quoted(batch)}::jsonb); COMMIT")
             reusable = True
             return result
         except pg.PostgresError as err:
