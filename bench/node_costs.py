@@ -110,6 +110,7 @@ def run(nodes: int, concurrency: int, seconds: float, workdir: Path) -> dict[str
         for _, _, admin in procs:
             for key, value in _metrics(admin).items():
                 figures[key] = figures.get(key, 0.0) + value
+        _stop(procs)  # a backend reports its statistics when it ends, if not before
         commits1 = asyncio.run(
             _fetchval(url, "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", name)
         )
@@ -138,15 +139,20 @@ def run(nodes: int, concurrency: int, seconds: float, workdir: Path) -> dict[str
             "batch functions µs per command": 1000 * float(functions_ms) / commands,
         }
     finally:
-        for proc, _, _ in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc, _, _ in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(procs)
         asyncio.run(_fetchval(ADMIN, f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+def _stop(procs: list[tuple[subprocess.Popen[bytes], int, int]]) -> None:
+    for proc, _, _ in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc, _, _ in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> None:

@@ -216,3 +216,40 @@ async def test_a_lost_listener_reconnects_and_misses_nothing(nodes) -> None:
     got = await asyncio.wait_for(a.next_non_ack(), 10)
     assert got["body"] == "b1b1"
     await a.quiet()  # nothing twice
+
+
+async def test_commands_sent_without_waiting_are_decided_in_order(nodes) -> None:
+    """A client that sends `open` and its `add`s without waiting gets them decided in
+    order (a node decides a connection's queued commands together where it can), and a
+    node left with nothing to do holds no transaction open."""
+    one, two = nodes
+    a, b = await _bound(one, "a"), await _bound(two, "b")
+    mailbox = await a.claim("7")
+    assert await b.claim("7") == mailbox
+    await b.open(mailbox)
+    await a.send("open", mailbox=mailbox)
+    for i in range(4):
+        await a.send("add", phase=str(i), body=f"0{i}", id=f"m{i}")
+    await a.send("close", mailbox=mailbox, mood="happy")
+    frames = []
+    while not frames or frames[-1]["type"] != "closed":
+        frames.append(await a.next())
+    echoes = [(f["phase"], f["id"]) for f in frames if f["type"] == "message"]
+    assert echoes == [(str(i), f"m{i}") for i in range(4)]
+    acks = [f for f in frames if f["type"] == "ack"]
+    assert len(acks) == 6  # open, four adds, close: each acknowledged, in order of sending
+    got = [await b.next_non_ack() for _ in range(4)]
+    assert [(f["side"], f["phase"], f["body"]) for f in got] == [
+        ("a", str(i), f"0{i}") for i in range(4)
+    ]
+    await a.quiet()
+    assert one.cluster is not None
+    conn = await asyncpg.connect(one.cluster.store.url)
+    try:
+        idle = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND state LIKE 'idle in transaction%'"
+        )
+    finally:
+        await conn.close()
+    assert idle == 0

@@ -283,11 +283,11 @@ class Node:
                 batch.append((conn, run))
                 taken += len(run)
                 self._inflight.add(conn)
-            await self._run_one(batch)
+            await self._run_one(batch, ready)
 
-    async def _run_one(self, batch: Batch) -> None:
+    async def _run_one(self, batch: Batch, ready: Collection[Member]) -> None:
         try:
-            await self._decide(batch)
+            await self._decide(batch, ready)
         except Exception:
             log.exception("a batch of %d connections' commands failed", len(batch))
         finally:
@@ -299,8 +299,9 @@ class Node:
                     self._gone.discard(conn)
                     self._by_token.pop(id(conn), None)
 
-    async def _decide(self, batch: Batch) -> None:
-        """Decide and commit a batch, then send its replies."""
+    async def _decide(self, batch: Batch, ready: Collection[Member] = ()) -> None:
+        """Decide and commit a batch, then send its replies (`ready`: the connections
+        waiting for the next batch)."""
         host = self.host
         refused = [(c, run[0]) for c, run in batch if run[0]["type"] == _REFUSE]
         if refused:
@@ -335,6 +336,7 @@ class Node:
                 rz, outcome = await self.store.decide(
                     spec,
                     partial(self._run, batch, now=now, locked=locked, made=made, cover=cover),
+                    more=lambda: bool(ready),
                 )
                 self._reserved -= made
                 break
@@ -354,7 +356,7 @@ class Node:
                     return
                 for conn, run in batch:
                     for msg in run:
-                        await self._decide([(conn, [msg])])
+                        await self._decide([(conn, [msg])], ready)
                 return
             except StoreError as err:
                 self._reserved -= made

@@ -205,9 +205,16 @@ class PostgresStore:
     # -- the batch ------------------------------------------------------------------
 
     async def decide(
-        self, spec: dict[str, Any], decide: Callable[[dict[str, Any]], tuple[T, str]]
+        self,
+        spec: dict[str, Any],
+        decide: Callable[[dict[str, Any]], tuple[T, str]],
+        more: Callable[[], bool] = lambda: False,
     ) -> T:
         """Lock and load `spec`, decide, write what `decide` returns, commit; its result.
+
+        When `more()` says another batch is waiting as this one commits, the next
+        transaction is begun in the same round trip (so that batch's first message is its
+        lock_and_load); a writer is left inside a transaction only then, never idle.
 
         `Conflict` when another node's batch collided (decide again); `StoreError` when
         the database failed (nothing was written).
@@ -219,16 +226,18 @@ class PostgresStore:
             writer = self._writers.pop() if self._writers else None
             if writer is None or writer.is_closed():
                 writer = await pg.connect(self.url)
-            await writer.execute("BEGIN")
+            if not writer.is_in_transaction():
+                await writer.execute("BEGIN")
             loaded = orjson.loads(
                 await writer.fetchval(
                     "SELECT channel.lock_and_load($1::jsonb)::text", orjson.dumps(spec).decode()
                 )
             )
             result, batch = decide(loaded)
-            # the writes and the commit in one round trip (between batches the connection
-            # is idle outside a transaction, as operators' monitoring expects)
-            await writer.execute(f"SELECT channel.apply_batch({_quoted(batch)}::jsonb); COMMIT")
+            then = "; BEGIN" if more() else ""
+            await writer.execute(
+                f"SELECT channel.apply_batch({_quoted(batch)}::jsonb); COMMIT{then}"
+            )
             reusable = True
             return result
         except pg.PostgresError as err:
