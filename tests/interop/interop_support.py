@@ -782,21 +782,24 @@ class Harness:
         receiver_first: bool = False,
         receiver_code: str | None = None,
         timeout: float = CLIENT_TIMEOUT,
+        receive_via: Harness | None = None,
     ) -> PairResult:
-        """One sender and one receiver; returns when both have exited."""
+        """One sender and one receiver; returns when both have exited. `receive_via`: the
+        receiver talks to that harness's server (another node of one server)."""
+        there = receive_via or self
         clients: list[Client] = []
         try:
             if allocate:
                 s = self.start(sender, "send", None, payload, label, timeout)
                 clients.append(s)
                 code = s.wait_code()
-                r = self.start(receiver, "receive", receiver_code or code, payload, label, timeout)
+                r = there.start(receiver, "receive", receiver_code or code, payload, label, timeout)
                 clients.append(r)
             else:
                 code = code or self.codes.next()
                 rcode = receiver_code or code
                 if receiver_first:
-                    r = self.start(receiver, "receive", rcode, payload, label, timeout)
+                    r = there.start(receiver, "receive", rcode, payload, label, timeout)
                     clients.append(r)
                     time.sleep(2)
                     s = self.start(sender, "send", code, payload, label, timeout)
@@ -804,7 +807,7 @@ class Harness:
                 else:
                     s = self.start(sender, "send", code, payload, label, timeout)
                     clients.append(s)
-                    r = self.start(receiver, "receive", rcode, payload, label, timeout)
+                    r = there.start(receiver, "receive", rcode, payload, label, timeout)
                     clients.append(r)
             s.wait()
             r.wait()
@@ -823,6 +826,7 @@ class Harness:
         *,
         allocate: bool = False,
         receiver_first: bool = False,
+        receive_via: Harness | None = None,
     ) -> PairResult:
         """A transfer that must succeed; checked, with the py<->ww retry (quirk 1).
 
@@ -832,7 +836,13 @@ class Harness:
         code; same-client pairs are never retried.
         """
         result = self.pair(
-            sender, receiver, payload, label, allocate=allocate, receiver_first=receiver_first
+            sender,
+            receiver,
+            payload,
+            label,
+            allocate=allocate,
+            receiver_first=receiver_first,
+            receive_via=receive_via,
         )
         if sender != receiver and result.both_mismatch():
             print(
@@ -847,6 +857,7 @@ class Harness:
                 label + "-retry",
                 allocate=allocate,
                 receiver_first=receiver_first,
+                receive_via=receive_via,
             )
             result.attempts = 2
         check_success(result, self.server)

@@ -226,52 +226,6 @@ def check_usage(cluster: Cluster, results: Sequence[PairResult]) -> None:
         )
 
 
-# ------------------------------------------------------------------- cross-node pairs
-
-
-def cross_pair(
-    send_via: Harness,
-    receive_via: Harness,
-    sender: Kind,
-    receiver: Kind,
-    payload: Payload,
-    label: str,
-) -> PairResult:
-    """Harness.pair with the sender on one server and the receiver on another."""
-    code = send_via.codes.next()
-    clients: list[Client] = []
-    try:
-        s = send_via.start(sender, "send", code, payload, label)
-        clients.append(s)
-        r = receive_via.start(receiver, "receive", code, payload, label)
-        clients.append(r)
-        s.wait()
-        r.wait()
-    finally:
-        for c in clients:
-            c.kill()  # no-op unless something above raised
-    return PairResult(s, r, code, payload)
-
-
-def cross_transfer(
-    send_via: Harness,
-    receive_via: Harness,
-    sender: Kind,
-    receiver: Kind,
-    payload: Payload,
-    label: str,
-    logs: Cluster,
-) -> PairResult:
-    """A cross-node transfer that must succeed, with Harness.transfer's py<->ww retry."""
-    result = cross_pair(send_via, receive_via, sender, receiver, payload, label)
-    if sender != receiver and result.both_mismatch():
-        print(f"# {label}: key mismatch on both sides (PAKE quirk), retrying", file=sys.stderr)
-        result = cross_pair(send_via, receive_via, sender, receiver, payload, label + "-retry")
-        result.attempts = 2
-    check(result, logs)
-    return result
-
-
 CROSS: list[tuple[Kind, Kind, str, int, int]] = [
     ("py", "py", "text", 1, 2),
     ("ww", "py", "text", 2, 1),
@@ -305,15 +259,13 @@ def test_clients_across_nodes(
         for i, node in enumerate(cluster.nodes, 1)
     }
     payload = random_file(tmp_path / "files") if what == "file" else random_text()
-    result = cross_transfer(
-        harnesses[send_node],
-        harnesses[receive_node],
-        sender,
-        receiver,
-        payload,
-        f"{what}-node{send_node}-to-node{receive_node}",
-        cluster,
-    )
+    label = f"{what}-node{send_node}-to-node{receive_node}"
+    try:
+        result = harnesses[send_node].transfer(
+            sender, receiver, payload, label, receive_via=harnesses[receive_node]
+        )
+    except InteropError as exc:
+        raise InteropError(f"{exc}\n{cluster.log_text()}") from None
     # each node accepted its client's connection(s) and no other
     for node in cluster.nodes:
         assert node.connections()[1] == result.attempts, (node.name, cluster.log_text())

@@ -327,7 +327,6 @@ class Node:
         spec = batch_spec(wants, owners)
         cover = Cover(spec)
         pause = RETRY_FIRST
-        locked = {tuple(name) for name in spec["names"]}
         while True:
             now = host.clock()
             began = time.monotonic()
@@ -335,7 +334,7 @@ class Node:
             try:
                 rz, outcome = await self.store.decide(
                     spec,
-                    partial(self._run, batch, now=now, locked=locked, made=made, cover=cover),
+                    partial(self._run, batch, now=now, made=made, cover=cover),
                     more=lambda: bool(ready),
                 )
                 self._reserved -= made
@@ -382,7 +381,6 @@ class Node:
         loaded: dict[str, Any],
         *,
         now: float,
-        locked: set[tuple[Any, ...]],
         made: set[tuple[str, str]],
         cover: Cover,
     ) -> tuple[tuple[Rendezvous, list[tuple[Session, list[Step]]]], str]:
@@ -407,7 +405,7 @@ class Node:
         )
         for app_id, name in self._reserved:
             app = rz.apps.get(app_id)
-            if app is not None and (app_id, name) not in locked:
+            if app is not None and (app_id, name) not in cover.names:
                 app.nameplates.setdefault(name, Nameplate(name, ""))
         decided: list[tuple[Session, list[Step]]] = []
         rows: list[list[Any]] = []

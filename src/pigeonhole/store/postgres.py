@@ -241,9 +241,10 @@ class PostgresStore:
             reusable = True
             return result
         except pg.PostgresError as err:
-            with contextlib.suppress(Exception):
-                await writer.execute("ROLLBACK")  # type: ignore[union-attr]
-                reusable = True
+            if writer is not None:
+                with contextlib.suppress(Exception):
+                    await writer.execute("ROLLBACK")
+                    reusable = True
             state = str(getattr(err, "sqlstate", "") or "")
             if state in RETRY_STATES:
                 raise Conflict(str(err)) from err
