@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pigeonhole.archive import config as archive_defaults
+from pigeonhole.clients import DEFAULT_IPV6_PREFIX
 from pigeonhole.protocol.bodies import DEFAULT_CACHE_BYTES
 from pigeonhole.protocol.limits import Limits
 
@@ -49,6 +51,9 @@ class ServerConfig:
     log_format: LogFormat = "text"
     log_level: str = "INFO"
     trusted_proxies: tuple[str, ...] = DEFAULT_TRUSTED_PROXIES
+    #: IPv6 clients are counted by this prefix: one /N is one client for every limit,
+    #: quota and rate (pigeonhole/clients.py)
+    ipv6_prefix: int = DEFAULT_IPV6_PREFIX
     #: largest WebSocket frame accepted; bigger ones are closed with 1009
     max_frame_bytes: int = 4 * 1024 * 1024
     #: seconds to wait for connections to close on shutdown
@@ -81,6 +86,17 @@ class ServerConfig:
     archive_password: str = "status-offline-inbox"
     archive_min_request_interval: float = 0.0
     archive_retention_days: int = 30
+    #: minimum proof of work of archived envelopes (Status: 0.001, a few hashes per KiB;
+    #: geth: 0.2): what a post costs its sender
+    archive_min_pow: float = 0.001
+    #: envelope bytes the archive keeps from one client (an IPv6 client: its prefix)
+    archive_max_bytes_per_address: int = archive_defaults.DEFAULT_MAX_BYTES_PER_ADDRESS
+    #: envelope bytes the archive keeps in all
+    archive_max_bytes: int = archive_defaults.DEFAULT_MAX_BYTES
+    #: below this many free bytes in the data directory the archive takes no new
+    #: envelopes: well above `disk_free_watermark`, so the archive can never push the
+    #: mailbox into its low-disk mode
+    archive_disk_free: int = archive_defaults.DEFAULT_MIN_DISK_FREE
     #: recent message bodies kept in memory (hex characters); the store holds them all
     body_cache_bytes: int = DEFAULT_CACHE_BYTES
     #: below this many free bytes in the data directory only small bodies are stored and

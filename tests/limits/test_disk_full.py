@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -33,6 +32,8 @@ from pigeonhole.server.app import MailboxServer
 # the WebSocket client of the server tests (tests/server is not on sys.path from here)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from server_support import APPID, Client, Frame, base_config, http_get, open_client
+
+from tmpfs_support import free_bytes, small_tmpfs
 
 MiB = 1024 * 1024
 DISK_SIZE = 48 * MiB
@@ -56,37 +57,8 @@ STORAGE_DOWN = "server storage is failing: try again later"
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A fresh 48 MiB tmpfs, unmounted afterwards (skipped where it cannot be mounted)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root (CI runs the tests as root)")
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    size = f"size={DISK_SIZE // MiB}m,mode=0700"
-    try:
-        mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(mount_point)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except FileNotFoundError:
-        pytest.skip("no mount(8) to mount a small tmpfs with")
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (as root): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", DISK_SIZE) as mount_point:
         yield mount_point
-    finally:
-        unmounted = subprocess.run(
-            ["umount", str(mount_point)], capture_output=True, text=True, timeout=10
-        )
-        if unmounted.returncode != 0:  # something still holds it: never leave it mounted
-            subprocess.run(["umount", "-l", str(mount_point)], timeout=10, check=False)
-            pytest.fail(f"the test tmpfs was busy at the end: {unmounted.stderr.strip()}")
-
-
-def free_bytes(path: Path) -> int:
-    """Free bytes as the server measures them (server/disk.py)."""
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
 
 
 def fill(filler: Path, leave: int) -> int:

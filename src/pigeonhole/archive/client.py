@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 
@@ -54,10 +54,13 @@ class ArchiveClient:
 
     @classmethod
     @asynccontextmanager
-    async def connect(cls, url: str) -> AsyncIterator[ArchiveClient]:
+    async def connect(
+        cls, url: str, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[ArchiveClient]:
+        """`headers`: extra request headers (e.g. X-Real-IP, as a trusted proxy sets it)."""
         async with (
             aiohttp.ClientSession() as session,
-            session.ws_connect(url, max_msg_size=MAX_FRAME_BYTES) as ws,
+            session.ws_connect(url, max_msg_size=MAX_FRAME_BYTES, headers=headers) as ws,
         ):
             yield cls(ws)
 

@@ -12,6 +12,12 @@ DEFAULT_PASSWORD = "status-offline-inbox"
 DEFAULT_LIMIT = 1000
 #: Whisper's DefaultMaxMessageSize
 ONE_MIB = 1024 * 1024
+#: the archive's bounds by default: a client may keep 32 MiB (thousands of chat messages
+#: over the 30-day retention), the archive 1 GiB, and it takes nothing new below 1 GiB of
+#: free disk: eight times the mailbox's low-disk watermark, so it can never cause it
+DEFAULT_MAX_BYTES_PER_ADDRESS = 32 * ONE_MIB
+DEFAULT_MAX_BYTES = 1024 * ONE_MIB
+DEFAULT_MIN_DISK_FREE = 1024 * ONE_MIB
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,17 @@ class ArchiveConfig:
     accept_expired: bool = False
     #: accept status-go's raw binary request layout when the payload is not RLP
     raw_requests: bool = False
+    #: envelope bytes kept from one client (archive/quota.py; 0: no limit)
+    max_bytes_per_address: int = DEFAULT_MAX_BYTES_PER_ADDRESS
+    #: envelope bytes kept in all (0: no limit)
+    max_bytes: int = DEFAULT_MAX_BYTES
+    #: below this many free bytes in `data_dir` no new envelope is stored
+    min_disk_free: int = DEFAULT_MIN_DISK_FREE
+    #: keep who posted each envelope on disk (False under --blur-usage: the quota is
+    #: then counted in memory only, and a restart forgets who held what)
+    store_owners: bool = True
+    #: stored owners are regrouped by this IPv6 prefix when the archive opens
+    ipv6_prefix: int = 64
 
     def __post_init__(self) -> None:
         if not 0 < self.default_limit <= self.max_limit:
@@ -54,6 +71,8 @@ class ArchiveConfig:
             raise ValueError("retention_days must be >= 0 and retention_interval > 0")
         if self.max_batch_bytes <= 0 or self.max_envelope_size <= 0:
             raise ValueError("size limits must be positive")
+        if min(self.max_bytes_per_address, self.max_bytes, self.min_disk_free) < 0:
+            raise ValueError("archive bounds must be >= 0")
         if self.min_request_interval < 0:
             raise ValueError("min_request_interval must be >= 0")
         if not self.path.startswith("/"):

@@ -5,8 +5,10 @@ default) and the hooks that open the archive and start retention on startup, clo
 sockets on shutdown, and drain and close the archive on cleanup. Each binary message is
 one packet (`packets`); the connection handles its packets in order:
 
-- 0x01 Messages: judge, commit the accepted envelopes (group commit), and only then
-  answer with the 0x0c message response;
+- 0x01 Messages: judge, charge each accepted envelope to its client's quota
+  (archive/quota.py; refused when over it, or when the disk is below the archive's own
+  free-space threshold), commit them (group commit), and only then answer with the 0x0c
+  message response;
 - 0x7e P2P request: check, read the page on the reader thread, send the 0x7f bundles,
   then the 0x7d completion; a refused request gets an `ERROR=` completion.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,14 +31,16 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from pigeonhole.archive import errors, packets, rlp
 from pigeonhole.archive.config import ArchiveConfig
 from pigeonhole.archive.errors import RequestRefused
-from pigeonhole.archive.mailserver import Mailserver, item_hash
+from pigeonhole.archive.mailserver import Ingest, Mailserver, item_hash
 from pigeonhole.archive.messages import sym_key_from_password
 from pigeonhole.archive.metrics import ArchiveMetrics
 from pigeonhole.archive.packets import EnvelopeError
 from pigeonhole.archive.query import Page, envelope_key, key_range, paginate, retention_cutoff
+from pigeonhole.archive.quota import ArchiveQuota
 from pigeonhole.archive.requests import Query
-from pigeonhole.archive.store import ArchiveStore
+from pigeonhole.archive.store import ArchiveStore, NewRow
 from pigeonhole.archive.writer import GroupWriter
+from pigeonhole.clients import client_key
 
 log = logging.getLogger("pigeonhole.archive")
 
@@ -69,7 +74,10 @@ class ArchiveService:
         self._write_exec = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-archive-w")
         self._read_exec = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-archive-r")
         self.writer = GroupWriter(self.store, self._write_exec)
+        self.quota = ArchiveQuota(config.max_bytes_per_address, config.max_bytes)
         self._core: Mailserver | None = None
+        #: free bytes in the data directory at the last post (None: none measured yet)
+        self.disk_free: int | None = None
         self._sockets: set[web.WebSocketResponse] = set()
         self._retention: asyncio.Task[None] | None = None
 
@@ -78,6 +86,9 @@ class ArchiveService:
         key = await loop.run_in_executor(None, sym_key_from_password, self.config.password)
         self._core = Mailserver(self.config, key)
         await loop.run_in_executor(self._write_exec, self.store.open)
+        held = await loop.run_in_executor(self._read_exec, self.store.held)
+        prefix = self.config.ipv6_prefix
+        self.quota.load((client_key(owner, prefix) if owner else "", n) for owner, n in held)
         if self.config.retention_days > 0:
             self._retention = loop.create_task(self._retention_loop())
         log.info("archive open at %s, serving %s", self.config.archive_db, self.config.path)
@@ -102,7 +113,12 @@ class ArchiveService:
         """Delete envelopes created more than `retention_days` ago; return how many."""
         cutoff = retention_cutoff(self.clock(), self.config.retention_days)
         loop = asyncio.get_running_loop()
-        deleted = await loop.run_in_executor(self._write_exec, self.store.delete_before, cutoff)
+        deleted, freed = await loop.run_in_executor(
+            self._write_exec, self.store.delete_before, cutoff
+        )
+        prefix = self.config.ipv6_prefix
+        for owner, size in freed.items():
+            self.quota.refund(client_key(owner, prefix) if owner else "", size)
         self.metrics.expired_deleted += deleted
         if deleted:
             log.info("retention deleted %d envelopes", deleted)
@@ -149,28 +165,76 @@ class ArchiveService:
     async def _on_frame(self, ws: web.WebSocketResponse, frame: bytes, peer: str) -> None:
         packet = packets.decode_packet(frame)
         if packet.code == packets.MESSAGES:
-            await self._archive(ws, packet.payload)
+            await self._archive(ws, packet.payload, peer)
         elif packet.code == packets.P2P_REQUEST:
             await self._answer(ws, packet.payload, peer)
         # any other code is ignored (EIP-627: unknown packet codes are skipped)
 
-    async def _archive(self, ws: web.WebSocketResponse, payload: rlp.Item) -> None:
+    async def _archive(self, ws: web.WebSocketResponse, payload: rlp.Item, peer: str) -> None:
         assert self._core is not None, "started before serving"
         ingest = self._core.ingest(payload, self.clock())
-        why = self._refusing() if ingest.accepted else None
-        if why is not None:  # the disk is the server's to protect: listed as refused
-            ingest.refused.extend(
-                EnvelopeError(e.hash, errors.CODE_OTHER, why) for e in ingest.accepted
-            )
-            ingest.reasons.extend("storage refused" for _ in ingest.accepted)
-            ingest.accepted.clear()
-        rows = [(envelope_key(e), e.rlp) for e in ingest.accepted]
-        new = await self.writer.add(rows) if rows else 0
+        if ingest.accepted:
+            self._refuse_all_when_storing_stops(ingest)
+        rows: list[NewRow] = []
+        owner = peer if self.config.store_owners else None
+        for envelope in ingest.accepted:
+            over = self.quota.reserve(peer, len(envelope.rlp))
+            if over is None:
+                rows.append((envelope_key(envelope), envelope.rlp, owner))
+            else:
+                ingest.refused.append(EnvelopeError(envelope.hash, over.code, over.message))
+                ingest.reasons.append(over.reason)
+        reserved = sum(len(raw) for _, raw, _ in rows)
+        try:
+            new, new_bytes = await self.writer.add(rows) if rows else (0, 0)
+        except BaseException:
+            self.quota.refund(peer, reserved)
+            raise
+        self.quota.refund(peer, reserved - new_bytes)  # duplicates hold nothing new
         self.metrics.archived += new
         self.metrics.duplicates += len(rows) - new
         self.metrics.refused_envelopes.update(ingest.reasons)
         response = packets.message_response(ingest.batch_hash, ingest.refused)
         await ws.send_bytes(packets.encode_packet(packets.MESSAGE_RESPONSE, response))
+
+    def figures(self) -> dict[str, object]:
+        """What the status page shows of the archive: holdings against their bounds."""
+        c = self.config
+        return {
+            "stored_bytes": self.quota.total,
+            "max_bytes": c.max_bytes,
+            "max_bytes_per_address": c.max_bytes_per_address,
+            "addresses": len(self.quota.bytes_by),
+            "disk_free": self.disk_free,
+            "min_disk_free": c.min_disk_free,
+            "archived": self.metrics.archived,
+            "refused_envelopes": dict(self.metrics.refused_envelopes),
+        }
+
+    def _refuse_all_when_storing_stops(self, ingest: Ingest) -> None:
+        """The disk is the server's to protect: every envelope is listed as refused."""
+        why, reason = self._refusing(), "storage refused"
+        if why is None:
+            why, reason = self._disk_low(), "disk_low"
+        if why is not None:
+            ingest.refused.extend(
+                EnvelopeError(e.hash, errors.CODE_OTHER, why) for e in ingest.accepted
+            )
+            ingest.reasons.extend(reason for _ in ingest.accepted)
+            ingest.accepted.clear()
+
+    def _disk_low(self) -> str | None:
+        """The archive's own free-space threshold, measured now (one statvfs)."""
+        if not self.config.min_disk_free:
+            return None
+        try:
+            stat = os.statvfs(self.config.data_dir)
+        except OSError:
+            return None  # the mailbox's disk watch reports a data directory it cannot read
+        self.disk_free = stat.f_bavail * stat.f_frsize
+        if self.disk_free < self.config.min_disk_free:
+            return errors.DISK_LOW
+        return None
 
     async def _answer(self, ws: web.WebSocketResponse, payload: rlp.Item, peer: str) -> None:
         assert self._core is not None, "started before serving"

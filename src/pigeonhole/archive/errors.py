@@ -38,6 +38,10 @@ EXPIRED = "expired envelope"
 TOO_LARGE = "huge messages are not allowed"
 LOW_POW = "envelope with low PoW received"
 INVALID_ENVELOPE = "invalid envelope: "
+# the archive's bounds (added: status-go had none)
+ADDRESS_QUOTA = "archive quota exceeded: bytes stored from your address"
+SERVER_QUOTA = "archive quota exceeded: bytes stored on this server"
+DISK_LOW = "archive is low on disk space: nothing new is archived now"
 
 
 class RequestRefused(Exception):

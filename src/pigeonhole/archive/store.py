@@ -6,36 +6,51 @@ oldest first. WAL with `synchronous=FULL`: once `add_units` returns, its rows su
 crash or `kill -9`. A new file is built aside and renamed into place, so a crash during
 creation never leaves a half-made archive. Writes and reads use separate connections;
 each connection must stay on one thread (the endpoint gives each its own executor).
+
+Each row keeps the client that posted it (`owner`: an IPv4 address or an IPv6 prefix;
+NULL under `--blur-usage`), so the per-client quota (archive/quota.py) is rebuilt from
+the file on start. A version 1 file (no owner) is upgraded in place; its rows count
+towards the total only.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections import Counter
 from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from pigeonhole.archive.query import KeyRange
 from pigeonhole.durable import fsync_path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = """
 -- the archive's schema version; one row
 CREATE TABLE version (version INTEGER NOT NULL);
-INSERT INTO version (version) VALUES (1);
+INSERT INTO version (version) VALUES (2);
 CREATE TABLE envelopes (
     -- BE32(Expiry - TTL) ‖ keccak256(envelope RLP) ‖ topic: status-go's DB key, 40 bytes
     key BLOB PRIMARY KEY NOT NULL,
     -- the envelope's RLP exactly as received (the value status-go stored)
-    rlp BLOB NOT NULL
+    rlp BLOB NOT NULL,
+    -- the client that posted it, for its quota (NULL: nobody's, under --blur-usage)
+    owner TEXT
 ) WITHOUT ROWID;
+"""
+UPGRADE_V1_V2 = """
+ALTER TABLE envelopes ADD COLUMN owner TEXT;
+UPDATE version SET version = 2;
 """
 #: rows fetched from SQLite at a time while scanning
 SCAN_CHUNK = 256
 #: rows deleted per transaction by retention (status-go's cleaner: 1000)
 DELETE_BATCH = 1000
 
+#: (key, rlp): what a scan reads
 Row = tuple[bytes, bytes]
+#: (key, rlp, owner): what a post writes
+NewRow = tuple[bytes, bytes, str | None]
 
 
 class ArchiveError(Exception):
@@ -56,6 +71,9 @@ class ArchiveStore:
         self._writer = _connect(self.path)
         self._reader = _connect(self.path)
         row = self._reader.execute("SELECT version FROM version").fetchone()
+        if row is not None and row[0] == 1:
+            self._writer.executescript(f"BEGIN IMMEDIATE; {UPGRADE_V1_V2} COMMIT;")
+            row = self._reader.execute("SELECT version FROM version").fetchone()
         if row is None or row[0] != SCHEMA_VERSION:
             self.close()
             raise ArchiveError(f"{self.path}: unknown archive version {row and row[0]}")
@@ -66,23 +84,26 @@ class ArchiveStore:
                 db.close()
         self._writer = self._reader = None
 
-    def add_units(self, units: Sequence[Sequence[Row]]) -> list[int]:
-        """Insert several units of rows in one transaction; per unit, how many were new.
+    def add_units(self, units: Sequence[Sequence[NewRow]]) -> list[tuple[int, int]]:
+        """Insert several units of rows in one transaction; per unit, (new rows, their bytes).
 
         Re-archiving is idempotent (status-go's `Put` overwrote the same value).
         """
         db = self._write_db()
-        counts: list[int] = []
+        counts: list[tuple[int, int]] = []
         db.execute("BEGIN IMMEDIATE")
         try:
             for rows in units:
-                new = 0
-                for key, raw in rows:
+                new = new_bytes = 0
+                for key, raw, owner in rows:
                     cursor = db.execute(
-                        "INSERT OR IGNORE INTO envelopes (key, rlp) VALUES (?, ?)", (key, raw)
+                        "INSERT OR IGNORE INTO envelopes (key, rlp, owner) VALUES (?, ?, ?)",
+                        (key, raw, owner),
                     )
-                    new += cursor.rowcount
-                counts.append(new)
+                    if cursor.rowcount:
+                        new += 1
+                        new_bytes += len(raw)
+                counts.append((new, new_bytes))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -106,19 +127,33 @@ class ArchiveStore:
         finally:
             cursor.close()
 
-    def delete_before(self, cutoff_key: bytes) -> int:
-        """Delete every key below `cutoff_key`, DELETE_BATCH rows per transaction."""
+    def delete_before(self, cutoff_key: bytes) -> tuple[int, Counter[str]]:
+        """Delete every key below `cutoff_key`, DELETE_BATCH rows per transaction.
+
+        Returns how many rows went and their bytes per owner ("" for nobody's).
+        """
         db = self._write_db()
         deleted = 0
+        freed: Counter[str] = Counter()
         while True:
-            cursor = db.execute(
+            rows = db.execute(
                 "DELETE FROM envelopes WHERE key IN "
-                "(SELECT key FROM envelopes WHERE key < ? ORDER BY key LIMIT ?)",
+                "(SELECT key FROM envelopes WHERE key < ? ORDER BY key LIMIT ?)"
+                " RETURNING coalesce(owner, ''), length(rlp)",
                 (cutoff_key, DELETE_BATCH),
-            )
-            deleted += cursor.rowcount
-            if cursor.rowcount < DELETE_BATCH:
-                return deleted
+            ).fetchall()
+            deleted += len(rows)
+            for owner, size in rows:
+                freed[owner] += size
+            if len(rows) < DELETE_BATCH:
+                return deleted, freed
+
+    def held(self) -> list[tuple[str, int]]:
+        """Bytes stored per owner ("" for nobody's), to rebuild the quota on start."""
+        rows = self._read_db().execute(
+            "SELECT coalesce(owner, ''), sum(length(rlp)) FROM envelopes GROUP BY owner"
+        )
+        return [(owner, int(size)) for owner, size in rows]
 
     def count(self) -> int:
         row = self._read_db().execute("SELECT count(*) FROM envelopes").fetchone()

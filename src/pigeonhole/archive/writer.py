@@ -1,6 +1,6 @@
 """Group commit for the archive: many posts share one durable transaction.
 
-`add(rows)` joins the next batch and resolves, with the number of new rows, once the
+`add(rows)` joins the next batch and resolves, with the new rows and bytes, once the
 transaction holding them has committed. While one batch is being written on the store's
 writer thread, newer units pile up for the next, so under load one fsync confirms many
 posts and an idle server commits at once (design notes, rule 8 refinement).
@@ -12,9 +12,11 @@ import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from pigeonhole.archive.store import ArchiveStore, Row
+from pigeonhole.archive.store import ArchiveStore, NewRow
 
-_Unit = tuple[Sequence[Row], "asyncio.Future[int]"]
+#: (rows written, bytes written) of one unit: duplicates are neither
+Added = tuple[int, int]
+_Unit = tuple[Sequence[NewRow], "asyncio.Future[Added]"]
 
 
 class GroupWriter:
@@ -26,10 +28,10 @@ class GroupWriter:
         #: transactions committed, for observability
         self.commits = 0
 
-    async def add(self, rows: Sequence[Row]) -> int:
-        """Wait until `rows` are committed; return how many were not archived before."""
+    async def add(self, rows: Sequence[NewRow]) -> Added:
+        """Wait until `rows` are committed; return how many (and bytes) were new."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[int] = loop.create_future()
+        future: asyncio.Future[Added] = loop.create_future()
         self._pending.append((rows, future))
         if self._task is None:
             self._task = loop.create_task(self._run())

@@ -93,6 +93,14 @@ log = logging.getLogger("pigeonhole.serve")
     help="Network whose X-Real-IP/X-Real-Port headers are believed.",
 )
 @click.option(
+    "--ipv6-prefix",
+    default=64,
+    show_default=True,
+    type=click.IntRange(8, 128),
+    help="IPv6 clients are counted by this prefix: every per-address limit and quota"
+    " treats one /N as one client.",
+)
+@click.option(
     "--permissions",
     default="none",
     show_default=True,
@@ -310,6 +318,35 @@ log = logging.getLogger("pigeonhole.serve")
     help="Delete archived envelopes older than this.",
 )
 @click.option(
+    "--archive-min-pow",
+    default=0.001,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Minimum proof of work of archived envelopes (Status used 0.001; geth 0.2).",
+)
+@click.option(
+    "--archive-max-bytes-per-address",
+    default=32 * MiB,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Envelope bytes the archive keeps from one client address (IPv6: its prefix).",
+)
+@click.option(
+    "--archive-max-bytes",
+    default=1024 * MiB,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Envelope bytes the archive keeps in all.",
+)
+@click.option(
+    "--archive-disk-free",
+    default=1024 * MiB,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Below this many free bytes in --data-dir the archive stores no new envelopes"
+    " (keep it well above --disk-free-watermark).",
+)
+@click.option(
     "--admin/--no-admin",
     default=True,
     show_default=True,
@@ -368,6 +405,7 @@ def serve(
     usage_sample_interval: float,
     max_frame_bytes: int,
     trusted_proxies: tuple[str, ...],
+    ipv6_prefix: int,
     permissions: str,
     hashcash_bits: int,
     hashcash_max_bits: int,
@@ -399,6 +437,10 @@ def serve(
     archive_password: str,
     archive_min_request_interval: float,
     archive_retention_days: int,
+    archive_min_pow: float,
+    archive_max_bytes_per_address: int,
+    archive_max_bytes: int,
+    archive_disk_free: int,
     admin: bool,
     admin_host: str,
     admin_port: int,
@@ -445,6 +487,7 @@ def serve(
         usage_sample_interval=usage_sample_interval,
         max_frame_bytes=max_frame_bytes,
         trusted_proxies=tuple(trusted_proxies),
+        ipv6_prefix=ipv6_prefix,
         log_format="json" if log_format == "json" else "text",
         log_level=log_level,
         permissions=methods,
@@ -465,6 +508,10 @@ def serve(
         archive_password=archive_password,
         archive_min_request_interval=archive_min_request_interval,
         archive_retention_days=archive_retention_days,
+        archive_min_pow=archive_min_pow,
+        archive_max_bytes_per_address=archive_max_bytes_per_address,
+        archive_max_bytes=archive_max_bytes,
+        archive_disk_free=archive_disk_free,
         body_cache_bytes=body_cache_bytes,
         disk_free_watermark=disk_free_watermark,
         log_summary_interval=log_summary_interval,

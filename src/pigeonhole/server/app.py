@@ -28,6 +28,7 @@ from aiohttp import web
 from pigeonhole import __version__
 from pigeonhole.archive.config import ArchiveConfig
 from pigeonhole.archive.endpoint import add_archive_routes
+from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol import effects as fx
@@ -112,6 +113,7 @@ class MailboxServer:
         )
         self.connections: set[Connection] = set()
         self._trusted = parse_networks(config.trusted_proxies)
+        self._prefix = config.ipv6_prefix
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.Server | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -140,6 +142,12 @@ class MailboxServer:
                 password=c.archive_password,
                 min_request_interval=c.archive_min_request_interval,
                 retention_days=c.archive_retention_days,
+                min_pow=c.archive_min_pow,
+                max_bytes_per_address=c.archive_max_bytes_per_address,
+                max_bytes=c.archive_max_bytes,
+                min_disk_free=c.archive_disk_free,
+                store_owners=not c.blur_usage,
+                ipv6_prefix=c.ipv6_prefix,
             )
             add_archive_routes(
                 app, archive, clock=self.clock, peer_of=self._peer_of, refusing=self._refusing
@@ -154,7 +162,8 @@ class MailboxServer:
         return client_address((peer[0], peer[1]) if peer else None, headers, self._trusted)
 
     def _peer_of(self, request: web.Request) -> str:
-        return self._client(request.transport, request.headers)[0]
+        """Who an archive request is, for its quota and rate (one client: clients.py)."""
+        return client_key(self._client(request.transport, request.headers)[0], self._prefix)
 
     def _refusing(self) -> str | None:
         """Why nothing new is stored now (the archive refuses envelopes then), or None."""
@@ -216,7 +225,8 @@ class MailboxServer:
     def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
         """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
         host, port = self._client(transport, head.headers)
-        refusal = self._admission(host)
+        client = client_key(host, self._prefix)  # what every per-address bound counts
+        refusal = self._admission(client)
         refused = reject(*refusal) if refusal is not None else None
         if refused is None:
             try:
@@ -231,11 +241,11 @@ class MailboxServer:
         socket = MailboxSocket(transport, self.config.max_frame_bytes)
         transport.set_protocol(socket)
         socket.begin()
-        conn = Connection(self, socket, host, port)  # queues the welcome
+        conn = Connection(self, socket, client, host, port)  # queues the welcome
         socket.conn = conn
         socket.end(preamble=response)  # the 101 and the welcome leave in one write
         self.connections.add(conn)
-        self._per_address[host] += 1
+        self._per_address[client] += 1
         self.metrics.connections_total += 1
         if rest:
             socket.data_received(rest)

@@ -39,11 +39,18 @@ class Connection:
     )
 
     def __init__(
-        self, server: ConnectionHost, socket: MailboxSocket, address: str, port: int | None
+        self,
+        server: ConnectionHost,
+        socket: MailboxSocket,
+        client: str,
+        host: str,
+        port: int | None,
     ) -> None:
         self.server = server
         self.socket = socket
-        self.address = address
+        #: the client as every limit, quota and log counts it (pigeonhole/clients.py: an
+        #: IPv6 client is its prefix); only the welcome's `your-address` gets `host`
+        self.address = client
         config = server.config
         self.outbox = Outbox(
             socket,
@@ -67,11 +74,11 @@ class Connection:
             resource=resource,
             bits=bits,
             now=now,
-            owner=address,
+            owner=client,
         )
         self._close_request: tuple[int, str] | None = None
         # the handshake is done: the welcome goes out now and is not kept
-        welcome = server.welcome(address, port, permission_required)
+        welcome = server.welcome(host, port, permission_required)
         self.outbox.put({"type": "welcome", "welcome": welcome})
 
     def connection_lost(self) -> None:

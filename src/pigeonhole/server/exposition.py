@@ -124,8 +124,17 @@ def _storage(server: ServerView) -> list[str]:
 def _archive(server: ServerView) -> list[str]:
     if ARCHIVE_KEY not in server.app:
         return []
+    service = server.app[ARCHIVE_KEY]
+    c = service.config
     lines = []
-    for key, value in sorted(server.app[ARCHIVE_KEY].metrics.snapshot().items()):
+    for name, value in (
+        ("pigeonhole_archive_stored_bytes", service.quota.total),
+        ("pigeonhole_archive_stored_bytes_limit", c.max_bytes),
+        ("pigeonhole_archive_stored_addresses", len(service.quota.bytes_by)),
+        ("pigeonhole_archive_disk_free_threshold_bytes", c.min_disk_free),
+    ):
+        lines += [f"# TYPE {name} gauge", f"{name} {value}"]
+    for key, value in sorted(service.metrics.snapshot().items()):
         name, _, label = key.partition(".")
         metric = f"pigeonhole_archive_{name}_total"
         if label:

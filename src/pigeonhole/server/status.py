@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pigeonhole import __version__
+from pigeonhole.archive.endpoint import ARCHIVE_KEY
 from pigeonhole.server.context import ServerView
 from pigeonhole.server.metrics import COMMIT_BUCKETS
 
@@ -254,6 +255,7 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "body_cache_bytes": cache.size,
             "body_cache_limit": c.body_cache_bytes,
         },
+        "archive": _archive(server),
         "commits": {
             "recent_mean_ms": recent_mean,
             "recent_p99_ms": recent_p99,
@@ -304,6 +306,8 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "connections": _top(server.connections_by_address),
             "stored_bytes": _top(ledger.bytes_by),
         }
+        if ARCHIVE_KEY in server.app:
+            body["addresses"]["archive_bytes"] = _top(server.app[ARCHIVE_KEY].quota.bytes_by)
     return body
 
 
@@ -313,6 +317,13 @@ def _top(counts: Counter[str]) -> list[list[Any]]:
 
 def _second(item: tuple[str, int]) -> int:
     return item[1]
+
+
+def _archive(server: ServerView) -> dict[str, object] | None:
+    """The archive's holdings against its bounds (None: no archive served)."""
+    if ARCHIVE_KEY not in server.app:
+        return None
+    return server.app[ARCHIVE_KEY].figures()
 
 
 def _node(server: ServerView) -> dict[str, Any] | None:

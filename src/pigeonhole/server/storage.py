@@ -13,6 +13,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
+from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Rendezvous
@@ -56,6 +57,7 @@ class SqliteStorage:
             if config.commit_sync == "thread"
             else None
         )
+        self._ipv6_prefix = config.ipv6_prefix
         self.helper = (
             StoreHelper(config.channel_db, config.usage_db)
             if config.commit_sync == "process"
@@ -71,7 +73,8 @@ class SqliteStorage:
         self.store.open()
         if self.helper is not None:
             self.helper.open()
-        self.store.load(rz, now)
+        prefix = self._ipv6_prefix
+        self.store.load(rz, now, lambda owner: client_key(owner, prefix))
 
     async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
         if self._read_executor is None:

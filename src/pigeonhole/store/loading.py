@@ -7,7 +7,7 @@ Bodies are not loaded: a message row carries its body's size only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,14 +45,29 @@ class StoredRows:
     nameplate_sides: Iterable[Row]
 
 
-def load_state(rz: Rendezvous, now: float, rows: StoredRows) -> None:
+#: maps a stored owner to the client it counts as now (pigeonhole/clients.py)
+OwnerOf = Callable[[str], str]
+
+
+def same_owner(owner: str) -> str:
+    return owner
+
+
+def load_state(
+    rz: Rendezvous, now: float, rows: StoredRows, owner_of: OwnerOf = same_owner
+) -> None:
     """Rebuild `rz`; every channel counts as touched `now` (the reconnect grace).
 
-    Every row is charged to its owner again, so quotas per address survive a restart.
+    Every row is charged to its owner again, so quotas per address survive a restart;
+    `owner_of` regroups owners stored as full addresses or under another IPv6 prefix.
     """
+
+    def owned(owner: str | None) -> str:
+        return owner_of(owner) if owner else ""
+
     for app_id, mailbox_id, for_nameplate, owner in rows.mailboxes:
         rz.app(app_id).mailboxes[mailbox_id] = Mailbox(
-            mailbox_id, bool(for_nameplate), now, owner=owner or ""
+            mailbox_id, bool(for_nameplate), now, owner=owned(owner)
         )
     for app_id, mailbox_id, side, opened, added, mood in rows.mailbox_sides:
         mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
@@ -63,12 +78,12 @@ def load_state(rz: Rendezvous, now: float, rows: StoredRows) -> None:
         last_seq = seq
         mailbox = rz.app(app_id).mailboxes.get(mailbox_id)
         if mailbox is not None:
-            message = Message(side, phase, server_rx, orjson.loads(msg_id), size, seq, owner or "")
+            message = Message(side, phase, server_rx, orjson.loads(msg_id), size, seq, owned(owner))
             mailbox.messages.append(message)
             mailbox.size += size
     rz.next_seq = max(rz.next_seq, last_seq + 1)
     for app_id, name, mailbox_id, owner in rows.nameplates:
-        rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id, owner=owner or "")
+        rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id, owner=owned(owner))
     for app_id, name, side, claimed, added in rows.nameplate_sides:
         nameplate = rz.app(app_id).nameplates.get(name)
         if nameplate is not None:

@@ -29,7 +29,7 @@ import orjson
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.store import loading as L
-from pigeonhole.store.loading import StoredRows, load_state
+from pigeonhole.store.loading import OwnerOf, StoredRows, load_state, same_owner
 from pigeonhole.store.migrations import create_or_check
 
 CHANNEL_VERSION = 2
@@ -116,7 +116,7 @@ class SqliteStore:
         """Raise if the database does not answer (for /health)."""
         self.db.execute("SELECT 1").fetchone()
 
-    def load(self, rz: Rendezvous, now: float) -> None:
+    def load(self, rz: Rendezvous, now: float, owner_of: OwnerOf = same_owner) -> None:
         """Rebuild the in-memory state (store/loading.py); bodies stay in the database."""
         db = self.db
         load_state(
@@ -135,6 +135,7 @@ class SqliteStore:
                     f"SELECT {L.NAMEPLATE_SIDE_COLUMNS} FROM nameplate_sides"
                 ),
             ),
+            owner_of,
         )
 
 
