@@ -6,7 +6,7 @@ nothing that depends on a change before those effects are committed. Bodies live
 store (as bytes), with a bounded cache of recent ones here (protocol/bodies.py), so memory
 does not grow with what is stored. Every nameplate, mailbox and body is charged to the
 client address that created it (protocol/ledger.py) until it is deleted. Semantics follow
-the reference (§3 of shared/spec/reference-behaviour.md) except where noted: a mailbox is
+the reference server except where noted: a mailbox is
 keyed per app (no cross-app id clash), and pruned channels are dropped from memory.
 """
 
