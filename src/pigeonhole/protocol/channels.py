@@ -193,7 +193,7 @@ class Rendezvous:
             out.append(fx.PutNameplateSide(app_id, name, side, True, now))
         elif not mine.claimed:
             raise ProtocolError(RECLAIMED)
-        # spec 002 §nameplates: claiming also opens the mailbox for this side
+        # the server protocol: claiming a nameplate also opens its mailbox for this side
         self.open(app_id, nameplate.mailbox_id, side, now, out, owner)
         if len(nameplate.sides) > 2:
             raise ProtocolError(CROWDED)
