@@ -1,8 +1,8 @@
-"""The archive: a Whisper-style mailserver for clients that are mostly offline (issue 6).
+"""The archive: a Whisper-style mailserver for clients that are mostly offline.
 
 It stores every accepted Whisper v6 envelope (EIP-627) and serves historic ones on
-request, faithful to the bytes of go-ethereum and status-go (spec 003, and
-shared/spec/whisper-mailserver-notes.md), over a WebSocket endpoint of our own
+request, faithful to the bytes of go-ethereum and status-go (Status's Whisper mailserver
+specification), over a WebSocket endpoint of our own
 (`/whisper/v6`; framing in docs/archive.md).
 
 Pure, I/O-free modules: `rlp`, `envelopes`, `bloom`, `messages`, `requests`, `query`,

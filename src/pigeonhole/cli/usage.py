@@ -1,4 +1,4 @@
-"""`export-usage`, `report` and `demo-data`: the usage pipeline's commands (issue 5).
+"""`export-usage`, `report` and `demo-data`: the usage pipeline's commands.
 
 Each command builds its typed config from the options and hands it to `pigeonhole.pipeline`;
 the Spark modules are imported only by `report`, so the other two start without a JVM.

@@ -1,4 +1,4 @@
-"""Permission to use the server (spec 002, "Permission to Use the Server"): pure checks."""
+"""Permission to use the server, as the server protocol defines it: pure checks."""
 
 from __future__ import annotations
 

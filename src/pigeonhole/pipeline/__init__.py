@@ -1,4 +1,4 @@
-"""The usage data pipeline (issue 5): export to Parquet, a Spark report, demo data.
+"""The usage data pipeline: export to Parquet, a Spark report, demo data.
 
 `export_usage` and `generate` need only pyarrow and numpy; the report modules need PySpark,
 pandas and matplotlib and are imported lazily by the CLI, so the exporter can run on a

@@ -5,7 +5,7 @@ segment per UTC hour it overlaps, so every hour can be computed on its own: with
 hour, the level after the events at time t is the number of +1 (segment start) minus -1
 (segment end) events at or before t, and the hour's peak is the highest such level. A
 session carried in from an earlier hour or day starts a segment at the hour's first
-instant, which is what the textbook running sum misses (pyspark-notes §3.1); sessions
+instant, which is what the textbook running sum misses; sessions
 that end exactly at the hour's end need no -1. All events at one instant are applied
 together, so back-to-back sessions never count as overlapping.
 

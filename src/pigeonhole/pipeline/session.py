@@ -2,8 +2,8 @@
 
 Static settings (driver memory, JVM options, bind addresses) only take effect when a process
 creates its first session, so they are all set here. In local mode the driver binds to
-loopback only, Python workers use this interpreter, and everything runs in UTC; see
-`/work/shared/spec/pyspark-notes.md` for why each setting is there.
+loopback only (nothing off the host needs to reach it), Python workers use this
+interpreter, and everything runs in UTC (the dataset's days are UTC days).
 """
 
 from __future__ import annotations

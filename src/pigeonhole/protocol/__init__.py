@@ -4,7 +4,8 @@ A connection's `Session` takes one decoded client message and the time, changes 
 shared in-memory `Rendezvous` state, and returns a `Step`: what to send at once (the
 `ack`, errors), what to send only after the step's writes are committed, the writes
 themselves (`effects`), and the `message` deliveries to subscribers. The server layer
-does the I/O; see spec 002 and shared/spec/reference-behaviour.md section 2.
+does the I/O. Semantics follow the Magic Wormhole server protocol and the reference
+server's behaviour (docs/architecture.md lists where we differ).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ nothing that depends on a change before those effects are committed. Bodies live
 store (as bytes), with a bounded cache of recent ones here (protocol/bodies.py), so memory
 does not grow with what is stored. Every nameplate, mailbox and body is charged to the
 client address that created it (protocol/ledger.py) until it is deleted. Semantics follow
-the reference (§3 of shared/spec/reference-behaviour.md) except where noted: a mailbox is
+the reference server except where noted: a mailbox is
 keyed per app (no cross-app id clash), and pruned channels are dropped from memory.
 """
 
@@ -193,7 +193,7 @@ class Rendezvous:
             out.append(fx.PutNameplateSide(app_id, name, side, True, now))
         elif not mine.claimed:
             raise ProtocolError(RECLAIMED)
-        # spec 002 §nameplates: claiming also opens the mailbox for this side
+        # the server protocol: claiming a nameplate also opens its mailbox for this side
         self.open(app_id, nameplate.mailbox_id, side, now, out, owner)
         if len(nameplate.sides) > 2:
             raise ProtocolError(CROWDED)

@@ -1,4 +1,4 @@
-"""The `welcome` message's body (spec 002 §welcome, reference §2.5)."""
+"""The `welcome` message's body (the server protocol's `welcome`, as the reference sends it)."""
 
 from __future__ import annotations
 

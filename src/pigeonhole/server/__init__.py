@@ -1,4 +1,5 @@
-"""The only layer that does network I/O: aiohttp WebSockets around the protocol core."""
+"""The network: mailbox WebSockets on raw asyncio (websockets' sans-I/O protocol), aiohttp
+for every other route, around the protocol core and the store."""
 
 from __future__ import annotations
 

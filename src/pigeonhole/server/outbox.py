@@ -1,7 +1,7 @@
 """A connection's ordered output: each frame waits for the commit it depends on.
 
 Replies leave strictly in the order they were queued. A reply queued with a commit
-future (a barrier) is held until that commit is durable (spec 002: no direct response
+future (a barrier) is held until that commit is durable (the protocol spec: no direct response
 before its side effects are committed); since commits resolve in order, holding never
 reorders. A frame with nothing to wait for, behind nothing held, is written at once.
 

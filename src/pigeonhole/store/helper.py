@@ -8,7 +8,7 @@ on the loop thread instead (as `--commit-sync thread` and `loop` do) costs the l
 SQLite work of every batch, in one piece that no socket is read during. The helper
 (`helper_main.py`) has its own interpreter, free to run on the other core: the loop
 sends it the batch's effects (one request) and its answer is one more readable pipe
-among the sockets. Measured in `bench/README.md` ("Night of 2026-11-24").
+among the sockets. Measured in `bench/README.md` ("What each design choice bought").
 
 The helper is started with the server and stopped with it. If it dies, the requests it
 owed fail (the committer writes the batch again, store/group_commit.py) and the next
