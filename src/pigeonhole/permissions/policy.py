@@ -48,6 +48,8 @@ def extra_bits(rate: float, threshold: float, headroom: int) -> int:
 
 @dataclass
 class PermissionPolicy:
+    """The server's policy; each session asks it as the protocol's `PermissionCheck`."""
+
     methods: tuple[str, ...] = ("none",)
     bits: int = 20
     max_bits: int = 24
