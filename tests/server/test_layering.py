@@ -37,11 +37,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 #: imports the rule forbids that today's code still makes, each until its fix lands
-KNOWN_EXCEPTIONS: dict[str, frozenset[str]] = {
-    # protocol/session.py imports permissions.policy for a type; delete this row when
-    # protocol/ defines that type itself (the test below then says it is no longer made)
-    "protocol": frozenset({"permissions"}),
-}
+KNOWN_EXCEPTIONS: dict[str, frozenset[str]] = {}
 
 
 def package_of(module: str, source: Path) -> str:
