@@ -57,6 +57,7 @@ class Client(Protocol):
     async def send(self, data: bytes) -> None: ...
     async def read(self, timeout: float = QUIET) -> bytes | None: ...
     async def read_all(self, timeout: float = 30.0) -> bytes: ...
+    async def read_exactly(self, size: int, timeout: float = 10.0) -> bytes: ...
     async def close(self) -> None: ...
 
 
@@ -96,6 +97,8 @@ class TcpClient:
         self.writer.write_eof()
 
     async def close(self) -> None:
+        if self.writer.is_closing():
+            return
         self.writer.close()
         with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
@@ -152,6 +155,7 @@ async def outcome(client: Client, timeout: float = QUIET) -> tuple[bytes, bool]:
         if chunk is None:
             return got, False
         if not chunk:
+            await client.close()  # as a real client does at EOF
             return got, True
         got += chunk
 

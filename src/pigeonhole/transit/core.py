@@ -138,11 +138,12 @@ class TransitCore:
         """The client ended (EOF, error): its record, and its partner's close."""
         if party.phase is Phase.PAIRED:
             return self.end_pair(party, now)
-        if party.phase is not Phase.DONE:
-            if party.phase is Phase.WAITING:
-                party.mood = Mood.LONELY
-            self._finish(party, now)
-        return Step()
+        if party.phase is Phase.DONE:
+            return Step()
+        if party.phase is Phase.WAITING:
+            party.mood = Mood.LONELY
+        self._finish(party, now)
+        return Step(closes=[(party, b"")])
 
     # -- bytes from a client -------------------------------------------------------
 

@@ -84,7 +84,7 @@ class Hub:
             party.endpoint.pause_reading()  # resumed by `drained(partner)`
         bucket = party.bucket
         if bucket is not None:
-            now = self.loop.time()
+            now = time.time()
             bucket.spend(len(data))
             if bucket.allowance(now) <= 0:
                 party.endpoint.pause_reading()

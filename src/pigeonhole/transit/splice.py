@@ -108,10 +108,11 @@ class Flow:
         room = self._capacity
         bucket = party.bucket
         if bucket is not None:
-            room = min(room, bucket.allowance(self._loop.time()))
+            now = time.time()  # the core's clock, which made the bucket
+            room = min(room, bucket.allowance(now))
             if room <= 0:
                 self._read_off()
-                self._timer = self._loop.call_later(bucket.delay(self._loop.time()), self._read_on)
+                self._timer = self._loop.call_later(bucket.delay(now), self._read_on)
                 return
         try:
             moved = os.splice(self.src.fd, self._w, room, flags=FLAGS)
