@@ -190,3 +190,31 @@ async def test_tcp_handshake_split_over_reads_and_payload_after_it(relay: Relay)
     await b.send(whole[7:] + b"payload in the same read")
     assert await b.read() == b"ok\n"
     assert await a.read_exactly(3 + 24) == b"ok\npayload in the same read"
+
+
+async def websocket_sender_to_tcp(target: Relay | Reference, size: int) -> bytes | None:
+    """A WebSocket client sends `size` bytes and closes; what the TCP side got before EOF."""
+    tok = token()
+    a, b = await target.ws(), await target.tcp()
+    await a.send(line(tok, side()))
+    await b.send(line(tok, side()))
+    assert [await a.read(), await b.read()] == [b"ok\n", b"ok\n"]
+    data = os.urandom(size)
+    for start in range(0, size, 16384):
+        await a.send(data[start : start + 16384])
+    await a.close()
+    try:
+        got = await b.read_all(3)
+    except TimeoutError:
+        return None  # no EOF
+    await b.close()
+    assert got == data
+    return got
+
+
+@pytest.mark.parametrize("size", [200_000, 1_048_576])
+async def test_websocket_sender_to_tcp_receiver_gets_every_byte_then_eof(
+    relay: Relay, size: int
+) -> None:
+    """The reference's bug (a) (no EOF past ~64 KiB, notes §2) is not ours."""
+    assert await websocket_sender_to_tcp(relay, size) is not None
