@@ -33,7 +33,7 @@ async def paired(relay: Relay, receiver: str = "tcp") -> tuple[TcpClient, TcpCli
 
 
 async def test_handshake_timeout_closes_a_silent_connection() -> None:
-    async with Relay(TransitConfig(handshake_timeout=0.3)) as relay:
+    async with Relay(TransitConfig(handshake_timeout=0.3, sweep_interval=0.1)) as relay:
         silent, partial = await relay.tcp(), await relay.ws()
         await partial.send(b"please relay ")
         assert await outcome(silent, 2) == (b"", True)
@@ -44,7 +44,7 @@ async def test_handshake_timeout_closes_a_silent_connection() -> None:
 
 
 async def test_lonely_timeout_closes_a_connection_without_partner() -> None:
-    async with Relay(TransitConfig(lonely_timeout=0.3)) as relay:
+    async with Relay(TransitConfig(lonely_timeout=0.3, sweep_interval=0.1)) as relay:
         client = await relay.tcp()
         await client.send(line(token(), side()))
         assert await outcome(client, 2) == (b"", True)
@@ -55,7 +55,7 @@ async def test_lonely_timeout_closes_a_connection_without_partner() -> None:
 
 
 async def test_idle_timeout_ends_a_quiet_pair_but_not_a_busy_one() -> None:
-    async with Relay(TransitConfig(idle_timeout=0.6)) as relay:
+    async with Relay(TransitConfig(idle_timeout=0.6, sweep_interval=0.1)) as relay:
         quiet_a, quiet_b = await paired(relay)
         busy_a, busy_b = await paired(relay)
         for _ in range(6):

@@ -47,6 +47,9 @@ class TransitConfig:
     #: `--blur-usage`: usage `started` rounded down to this many seconds and sizes
     #: rounded up, as the reference does (0: exact)
     blur_usage: int = 0
+    #: seconds between checks of the timeouts (each check looks at every connection,
+    #: so it is not run more often than the timeouts need)
+    sweep_interval: float = 1.0
     #: how often repeated refusals of one kind are logged (then as a count)
     log_summary_interval: float = 60.0
 

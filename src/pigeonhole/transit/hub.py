@@ -3,8 +3,8 @@
 A pair of two TCP sockets is joined by a splice pump (splice.py: bytes stay in the
 kernel). A pair with a WebSocket side moves bytes through Python: each read from one side
 is written to the other, and when more than `direction_buffer_bytes` wait for the
-receiver the sender is paused until they have gone (back-pressure). Every few hundred
-milliseconds the timeouts are checked.
+receiver the sender is paused until they have gone (back-pressure). Every
+`sweep_interval` the timeouts are checked.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from pigeonhole.transit.splice import SplicePump
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageSink
 
-#: how often the timeouts are checked (and repeated refusals summarised)
-SWEEP_SECONDS = 0.25
-
 
 class Hub:
     """One relay's core and live connections (TCP and WebSocket share it)."""
@@ -33,7 +30,7 @@ class Hub:
         self.splice = splice
         self._pumps: dict[Party, SplicePump] = {}
         self.live: set[Party] = set()
-        self._sweeper = self.loop.call_later(SWEEP_SECONDS, self._sweep)
+        self._sweeper = self.loop.call_later(config.sweep_interval, self._sweep)
 
     # -- connections ---------------------------------------------------------------
 
@@ -136,7 +133,7 @@ class Hub:
         self.run(self.core.expire(now))
         refusals = self.core.refusals
         refusals.note_time(now)
-        self._sweeper = self.loop.call_later(SWEEP_SECONDS, self._sweep)
+        self._sweeper = self.loop.call_later(self.config.sweep_interval, self._sweep)
 
     def close(self) -> None:
         """Drop every connection now (the end of a drain) and stop the sweeps."""
