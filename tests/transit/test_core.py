@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from pigeonhole.transit.config import TransitConfig
-from pigeonhole.transit.core import BAD_HANDSHAKE, IMPATIENT, Party, Phase, Step, TransitCore
+from pigeonhole.transit.core import BAD_HANDSHAKE, IMPATIENT, TransitCore
 from pigeonhole.transit.handshake import Bad, LineBuffer, Request, parse_line
 from pigeonhole.transit.limits import Refusal, TokenBucket
+from pigeonhole.transit.party import Party, Phase, Step
 from pigeonhole.transit.usage import Mood, UsageRecord, blur_size, make_record
 
 TOKEN = "ab" * 32

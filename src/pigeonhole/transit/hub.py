@@ -13,8 +13,9 @@ import asyncio
 import time
 
 from pigeonhole.transit.config import TransitConfig
-from pigeonhole.transit.core import OK, Party, Phase, Step, TransitCore
+from pigeonhole.transit.core import OK, TransitCore
 from pigeonhole.transit.endpoint import Endpoint
+from pigeonhole.transit.party import Party, Phase, Step
 from pigeonhole.transit.splice import SplicePump
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageSink

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 
-from pigeonhole.transit.core import Party
+from pigeonhole.transit.party import Party
 
 
 class Owner(typing.Protocol):

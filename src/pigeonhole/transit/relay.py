@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pigeonhole.transit.config import TransitConfig
-from pigeonhole.transit.core import Party
 from pigeonhole.transit.hub import Hub
+from pigeonhole.transit.party import Party
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageRecord, UsageSink
 from pigeonhole.transit.websocket import TransitWebSocket

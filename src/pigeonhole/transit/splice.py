@@ -31,7 +31,8 @@ import time
 import typing
 
 from pigeonhole.transit.config import TransitConfig
-from pigeonhole.transit.core import Party, Step, TransitCore
+from pigeonhole.transit.core import TransitCore
+from pigeonhole.transit.party import Party, Step
 from pigeonhole.transit.tcp import TcpEndpoint
 
 FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK

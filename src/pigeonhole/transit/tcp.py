@@ -15,8 +15,8 @@ import contextlib
 import socket
 from collections import deque
 
-from pigeonhole.transit.core import Party
 from pigeonhole.transit.owner import Owner
+from pigeonhole.transit.party import Party
 
 READ_BYTES = 256 * 1024
 

@@ -20,9 +20,9 @@ from typing import cast
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import Protocol, Side, State
 
-from pigeonhole.transit.core import Party
 from pigeonhole.transit.limits import Refusal
 from pigeonhole.transit.owner import Owner
+from pigeonhole.transit.party import Party
 
 FRAMES_LOG = logging.getLogger("pigeonhole.transit.frames")
 FRAMES_LOG.setLevel(logging.WARNING)
