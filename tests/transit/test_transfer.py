@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import resource
+import time
 
 import pytest
-from transit_support import Client, Relay, line, side, token
+from transit_support import Client, Relay, TcpClient, line, side, token
 
 from pigeonhole.transit import Mood, TransitConfig
 
@@ -82,3 +84,47 @@ async def test_fifty_pairs_at_once_lose_no_byte(sender: str, receiver: str) -> N
         await relay.settle()
         assert sorted(r.total_bytes for r in relay.records) == sorted(sizes)
         assert {r.result for r in relay.records} == {Mood.HAPPY}
+
+
+async def test_a_pair_without_descriptors_for_pipes_goes_through_python(relay: Relay) -> None:
+    """Out of file descriptors when a pair meets: no splice pipes, the bytes still flow."""
+    tok = token()
+    a, b = await relay.tcp(), await relay.tcp()
+    await a.send(line(tok, side()))
+    await asyncio.sleep(0.1)  # both accepted: no descriptor is needed from here on
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))
+    try:
+        await b.send(line(tok, side()))
+        assert (await a.read(5), await b.read(5)) == (b"ok\n", b"ok\n")
+        data = os.urandom(2 * MIB)
+        sending = asyncio.create_task(send_and_close(a, data))
+        assert await b.read_all(30) == data
+        await sending
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert not relay.relay.hub._pumps
+
+
+@pytest.mark.parametrize(("sender", "receiver"), [("tcp", "ws"), ("ws", "tcp"), ("tcp", "tcp")])
+async def test_a_slow_receiver_gets_every_byte_after_the_sender_left(
+    sender: str, receiver: str
+) -> None:
+    """The sender closes at once; the receiver reads slowly for longer than close_timeout."""
+    async with Relay(TransitConfig(close_timeout=0.5, pair_buffer_bytes=256 * 1024)) as relay:
+        a, b = await pair(relay, sender, receiver)
+        if isinstance(b, TcpClient):
+            b.read_size = 128 * 1024
+        data = os.urandom(2 * MIB)
+        sending = asyncio.create_task(send_and_close(a, data))
+        started, got = time.monotonic(), b""
+        while True:
+            await asyncio.sleep(0.1)
+            chunk = await b.read(5)
+            assert chunk is not None, f"stalled after {len(got)} bytes"
+            if not chunk:
+                break
+            got += chunk[:]
+        await sending
+        assert len(got) == len(data) and got == data
+        assert time.monotonic() - started > 1.0  # twice close_timeout at least

@@ -66,6 +66,8 @@ class TcpClient:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        #: the most one `read` takes (a test makes a slow reader with a small one)
+        self.read_size = 1 << 20
 
     @classmethod
     async def open(cls, port: int) -> TcpClient:
@@ -78,7 +80,7 @@ class TcpClient:
 
     async def read(self, timeout: float = QUIET) -> bytes | None:
         try:
-            return await asyncio.wait_for(self.reader.read(1 << 20), timeout)
+            return await asyncio.wait_for(self.reader.read(self.read_size), timeout)
         except TimeoutError:
             return None
         except ConnectionError:

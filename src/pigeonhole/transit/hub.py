@@ -113,10 +113,14 @@ class Hub:
         assert waiter is not None
         a, b = waiter.endpoint, newcomer.endpoint
         if self.splice and isinstance(a, TcpEndpoint) and isinstance(b, TcpEndpoint):
-            pump = SplicePump(self, a, b, (OK, OK + payload))
-            self._pumps[waiter] = self._pumps[newcomer] = pump
-            pump.start()
-            return
+            try:
+                pump = SplicePump(self, a, b, (OK, OK + payload))
+            except OSError:  # no descriptors for its pipes: this pair goes through Python
+                pass
+            else:
+                self._pumps[waiter] = self._pumps[newcomer] = pump
+                pump.start()
+                return
         a.write(OK + payload)
         b.write(OK)
         if a.buffered() > self.config.direction_buffer_bytes:

@@ -27,6 +27,8 @@ from pigeonhole.transit.websocket import TransitWebSocket
 #: connections accepted per readiness callback (the rest wait for the next loop turn)
 ACCEPT_BATCH = 64
 BACKLOG = 1024
+#: after an accept failed (out of descriptors), the listener is watched again this late
+ACCEPT_RETRY_SECONDS = 0.5
 
 
 def _ignore(record: UsageRecord) -> None:
@@ -99,7 +101,8 @@ class TransitRelay:
                 conn, peer = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # out of descriptors: the backlog waits for a close
+            except OSError:  # out of descriptors: retried in a while, not on every turn
+                self._pause_accepting(listener)
                 return
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             endpoint = TcpEndpoint(hub.loop, conn, hub, self.config.close_timeout)
@@ -109,6 +112,17 @@ class TransitRelay:
                 continue
             endpoint.party = party
             endpoint.resume_reading()
+
+    def _pause_accepting(self, listener: socket.socket) -> None:
+        """The listener stays readable while a connection waits: stop watching it a while."""
+        loop = self.hub.loop
+        loop.remove_reader(listener.fileno())
+
+        def resume() -> None:
+            if listener in self._listeners:
+                loop.add_reader(listener.fileno(), self._accept, listener)
+
+        loop.call_later(ACCEPT_RETRY_SECONDS, resume)
 
     def attach_websocket(
         self, transport: asyncio.Transport, address: str, rest: bytes = b""

@@ -194,9 +194,14 @@ class SplicePump:
         self._hub = hub
         self.loop = hub.loop
         self.pipe_bytes = hub.config.direction_buffer_bytes
+        forward = Flow(self, a, b, heads[0])  # OSError (out of descriptors): no pump
+        try:
+            self.flows = (forward, Flow(self, b, a, heads[1]))
+        except OSError:
+            forward.close()
+            raise
         a.detach()
         b.detach()
-        self.flows = (Flow(self, a, b, heads[0]), Flow(self, b, a, heads[1]))
 
     def start(self) -> None:
         for flow in self.flows:

@@ -34,6 +34,20 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 class TransitWebSocket(asyncio.Protocol):
     """One WebSocket transit client on a raw asyncio transport."""
 
+    __slots__ = (
+        "_close_code",
+        "_close_reason",
+        "_close_timeout",
+        "_ended",
+        "_gone",
+        "_last_buffered",
+        "_owner",
+        "_timer",
+        "_transport",
+        "_ws",
+        "party",
+    )
+
     def __init__(
         self, transport: asyncio.Transport, owner: Owner, bound: int, close_timeout: float
     ) -> None:
