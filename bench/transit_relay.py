@@ -1,0 +1,312 @@
+"""Transit relays side by side: the reference, a trivial asyncio relay, a bare splice
+relay (the ceiling) and Pigeonhole's, each in its own process, one load generator.
+
+    .venv/bin/python bench/transit_relay.py            # default run, under 2 minutes
+    .venv/bin/python bench/transit_relay.py --scale 0.05   # a smoke test
+
+Rows: relay CPU seconds per GB relayed (the relay process's user+system time from /proc)
+and MB/s at 1 and 100 pairs, over TCP and (reference, Pigeonhole) WebSocket; then memory
+per waiting and per active connection (the relay's RSS growth over 200 connections).
+Prints numbers only: the machine and the Python load generator bound what is seen. At
+small `--scale` the 100-pair rows measure mostly connection set-up, and CPU seconds come
+in clock ticks (10 ms), so only the default sizes give figures worth comparing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TWIST = Path(sys.executable).parent / "twist"
+CHUNK = 256 * 1024
+TICK = os.sysconf("SC_CLK_TCK")
+#: a row that has not finished by then is reported as such (a relay that lost an EOF)
+ROW_TIMEOUT = 60
+
+
+# -- the relays under test (run as `--serve KIND`) ----------------------------------
+
+
+async def serve_trivial(port: int) -> None:
+    """Pairs by the first line, then copies with pause/resume through asyncio streams."""
+    waiting: dict[bytes, asyncio.StreamWriter] = {}
+    partners: dict[asyncio.StreamWriter, asyncio.Future[asyncio.StreamWriter]] = {}
+
+    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = await reader.readline()
+        if not line:
+            writer.close()
+            return
+        key = line.split(b" ")[2]  # the token: the sides differ
+        other = waiting.pop(key, None)
+        if other is None:
+            waiting[key] = writer
+            met = partners[writer] = asyncio.get_running_loop().create_future()
+            partner = await met
+        else:
+            partners.pop(other).set_result(writer)
+            partner = other
+            for w in (writer, other):
+                w.write(b"ok\n")
+        await pump(reader, partner)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, limit=CHUNK)
+    await server.serve_forever()
+
+
+def serve_splice(port: int) -> None:
+    """The ceiling: blocking splice through a pipe in two threads per pair, no bounds."""
+    listener = socket.create_server(("127.0.0.1", port), backlog=1024)
+    waiting: dict[bytes, socket.socket] = {}
+    lock = threading.Lock()
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        r, w = os.pipe()
+        with contextlib.suppress(OSError):
+            while n := os.splice(src.fileno(), w, 1 << 20):
+                while n:
+                    n -= os.splice(r, dst.fileno(), n)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+        os.close(r), os.close(w)
+
+    def handshake(conn: socket.socket) -> None:
+        line = b""
+        while not line.endswith(b"\n"):
+            byte = conn.recv(1)  # one byte at a time: nothing after the line is read
+            if not byte:
+                conn.close()
+                return
+            line += byte
+        key = line.split(b" ")[2]  # the token: the sides differ
+        with lock:
+            other = waiting.pop(key, None)
+            if other is None:
+                waiting[key] = conn
+                return
+        for s in (conn, other):
+            s.sendall(b"ok\n")
+        threading.Thread(target=pump, args=(conn, other), daemon=True).start()
+        threading.Thread(target=pump, args=(other, conn), daemon=True).start()
+
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=handshake, args=(conn,), daemon=True).start()
+
+
+async def serve_pigeonhole(port: int, ws_port: int) -> None:
+    from pigeonhole.transit import TransitConfig, TransitRelay
+    from pigeonhole.transit.ws_listener import serve_websocket
+
+    relay = TransitRelay(TransitConfig(max_connections_per_address=100_000))
+    await relay.start("127.0.0.1", [port])
+    await serve_websocket(relay, "127.0.0.1", ws_port)
+    await asyncio.Event().wait()
+
+
+# -- measuring a relay process ------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Process:
+    def __init__(self, name: str, argv: list[str], ports: list[int]) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        for port in ports:
+            while True:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                    break
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit(f"{name} did not start")
+                time.sleep(0.05)
+
+    def cpu(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def rss(self) -> int:
+        for row in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if row.startswith("VmRSS:"):
+                return int(row.split()[1]) * 1024
+        return 0
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start(kind: str) -> tuple[Process, int, int | None]:
+    port, ws_port = free_port(), free_port()
+    me = [sys.executable, str(Path(__file__).resolve())]
+    if kind == "reference":
+        argv = [str(TWIST), "transitrelay", f"--port=tcp:{port}:interface=127.0.0.1",
+                f"--websocket=tcp:{ws_port}:interface=127.0.0.1"]  # fmt: skip
+        return Process(kind, argv, [port, ws_port]), port, ws_port
+    if kind == "pigeonhole":
+        argv = [*me, "--serve", kind, "--port", str(port), "--ws-port", str(ws_port)]
+        return Process(kind, argv, [port, ws_port]), port, ws_port
+    return Process(kind, [*me, "--serve", kind, "--port", str(port)], [port]), port, None
+
+
+# -- the load -----------------------------------------------------------------------
+
+
+def hello(token: str, side: str) -> bytes:
+    return f"please relay {token} for side {side}\n".encode()
+
+
+async def tcp_pair(port: int, size: int, payload: bytes) -> int:
+    token = os.urandom(32).hex()
+    (ra, wa), (rb, wb) = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    wa.write(hello(token, "a" * 16))
+    wb.write(hello(token, "b" * 16))
+    await ra.readexactly(3), await rb.readexactly(3)
+
+    async def send() -> None:
+        for _ in range(size // len(payload)):
+            wa.write(payload)
+            await wa.drain()
+        wa.close()
+
+    sending = asyncio.create_task(send())
+    got = 0
+    while chunk := await rb.read(1 << 20):
+        got += len(chunk)
+    await sending
+    wb.close()
+    return got
+
+
+async def ws_pair(url: str, size: int, payload: bytes) -> int:
+    from websockets.asyncio.client import connect
+
+    token = os.urandom(32).hex()
+    a = await connect(url, max_size=None, compression=None)
+    b = await connect(url, max_size=None, compression=None)
+    await a.send(hello(token, "a" * 16))
+    await b.send(hello(token, "b" * 16))
+    await a.recv(), await b.recv()
+
+    async def send() -> None:
+        for _ in range(size // len(payload)):
+            await a.send(payload)
+        await a.close()
+
+    sending = asyncio.create_task(send())
+    got = 0
+    with contextlib.suppress(Exception):
+        async for message in b:
+            got += len(message)
+    await sending
+    return got
+
+
+async def throughput(kind: str, transport: str, pairs: int, size: int) -> str:
+    proc, port, ws_port = start(kind)
+    try:
+        payload = os.urandom(64 * 1024)
+        cpu, began = proc.cpu(), time.monotonic()
+        if transport == "tcp":
+            jobs = [tcp_pair(port, size, payload) for _ in range(pairs)]
+        else:
+            jobs = [ws_pair(f"ws://127.0.0.1:{ws_port}/", size, payload) for _ in range(pairs)]
+        try:
+            moved = sum(await asyncio.wait_for(asyncio.gather(*jobs), ROW_TIMEOUT))
+        except TimeoutError:
+            return f"| {kind} | {transport} | {pairs} | (no end in {ROW_TIMEOUT} s) | | |"
+        seconds, used = time.monotonic() - began, proc.cpu() - cpu
+    finally:
+        proc.stop()
+    lost = pairs * (size // len(payload)) * len(payload) - moved
+    gb = moved / 1e9
+    return (
+        f"| {kind} | {transport} | {pairs} | {moved / 1e6 / seconds:,.0f} | "
+        f"{used / gb if gb else 0:.2f} | {lost} |"
+    )
+
+
+async def memory(kind: str) -> str:
+    proc, port, _ = start(kind)
+    try:
+        base = proc.rss()
+        held = []
+        for _ in range(200):  # waiting: 200 handshaken connections, none pairs
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(hello(os.urandom(32).hex(), "a" * 16))
+            held.append(writer)
+        await asyncio.sleep(1)
+        waiting = (proc.rss() - base) / 200
+        for writer in held:
+            writer.close()
+        await asyncio.sleep(1)
+        base = proc.rss()
+        for _ in range(100):  # active: 100 pairs after `ok`, idle
+            token = os.urandom(32).hex()
+            for side in ("a" * 16, "b" * 16):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(hello(token, side))
+                held.append(writer)
+            await reader.readexactly(3)
+        await asyncio.sleep(1)
+        active = (proc.rss() - base) / 200
+    finally:
+        proc.stop()
+    return f"| {kind} | {waiting / 1024:.1f} KiB | {active / 1024:.1f} KiB |"
+
+
+async def main(args: argparse.Namespace) -> None:
+    scale = args.scale
+    print("| relay | transport | pairs | MB/s | relay CPU s/GB | bytes lost |")
+    print("|---|---|---|---|---|---|")
+    for transport, kinds, one, many in (
+        ("tcp", ["reference", "trivial", "splice", "pigeonhole"], 300e6, 4e6),
+        ("ws", ["reference", "pigeonhole"], 60e6, 1e6),
+    ):
+        for kind in kinds:
+            for pairs, size in ((1, one), (100, many)):
+                print(await throughput(kind, transport, pairs, int(size * scale)), flush=True)
+    print("\n| relay | RSS per waiting connection | RSS per active connection |")
+    print("|---|---|---|")
+    for kind in ("reference", "trivial", "splice", "pigeonhole"):
+        print(await memory(kind), flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size")
+    parser.add_argument("--serve", choices=["trivial", "splice", "pigeonhole"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ws-port", type=int, default=0)
+    args = parser.parse_args()
+    if args.serve == "splice":
+        serve_splice(args.port)
+    elif args.serve == "trivial":
+        asyncio.run(serve_trivial(args.port))
+    elif args.serve == "pigeonhole":
+        asyncio.run(serve_pigeonhole(args.port, args.ws_port))
+    else:
+        asyncio.run(main(args))

@@ -1,0 +1,182 @@
+"""The transit relay service: TCP listeners, WebSocket attachment, a bounded drain.
+
+`TransitRelay.start` listens on the given host(s) and port(s), or on sockets already
+bound by the caller; accepted sockets are owned by the relay (tcp.py) and paired by the
+core. `attach_websocket` takes an upgraded WebSocket from the server's front door into
+the same pairing table. `stop` stops accepting, closes unpaired connections, lets active
+pairs finish for up to `drain_timeout`, then closes everything. Finished usage records go
+to the `usage` sink (a callback, or a `UsageQueue`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pigeonhole.transit.config import TransitConfig
+from pigeonhole.transit.hub import Hub
+from pigeonhole.transit.party import Party
+from pigeonhole.transit.tcp import TcpEndpoint
+from pigeonhole.transit.usage import UsageRecord, UsageSink
+from pigeonhole.transit.websocket import TransitWebSocket
+
+#: connections accepted per readiness callback (the rest wait for the next loop turn)
+ACCEPT_BATCH = 64
+BACKLOG = 1024
+#: after an accept failed (out of descriptors), the listener is watched again this late
+ACCEPT_RETRY_SECONDS = 0.5
+
+
+def _ignore(record: UsageRecord) -> None:
+    return None
+
+
+def plain_address(host: str) -> str:
+    """The default address key: the peer's host as given (the server maps IPv6 to /64)."""
+    return host
+
+
+def _listen(host: str | None, port: int) -> socket.socket:
+    """A listening socket; `::` (or None) is every IPv6 and IPv4 address in one socket."""
+    dual = host in (None, "", "::")
+    family = socket.AF_INET6 if dual or ":" in (host or "") else socket.AF_INET
+    return socket.create_server(
+        (host or "", port), family=family, backlog=BACKLOG, dualstack_ipv6=dual
+    )
+
+
+class TransitRelay:
+    """The relay: one pairing table for its TCP listeners and attached WebSockets."""
+
+    def __init__(
+        self,
+        config: TransitConfig | None = None,
+        usage: UsageSink = _ignore,
+        address_key: Callable[[str], str] = plain_address,
+        splice: bool = True,
+    ) -> None:
+        self.config = config or TransitConfig()
+        self._usage = usage
+        self.address_key = address_key
+        self._splice = splice
+        self._hub: Hub | None = None
+        self._listeners: list[socket.socket] = []
+
+    @property
+    def hub(self) -> Hub:
+        assert self._hub is not None, "start() first"
+        return self._hub
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(sock.getsockname()[1]) for sock in self._listeners]
+
+    async def start(
+        self,
+        host: str | Sequence[str] | None = "127.0.0.1",
+        ports: Sequence[int] = (),
+        sockets: Sequence[socket.socket] = (),
+    ) -> None:
+        """Listen on every (host, port), and on `sockets` (bound, listening or not)."""
+        self._hub = Hub(self.config, self._usage, splice=self._splice)
+        hosts = [host] if isinstance(host, str) or host is None else list(host)
+        listeners = list(sockets)
+        for port in ports:
+            listeners += [_listen(name, port) for name in hosts]
+        loop = asyncio.get_running_loop()
+        for sock in listeners:
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+            loop.add_reader(sock.fileno(), self._accept, sock)
+        self._listeners = listeners
+
+    def _accept(self, listener: socket.socket) -> None:
+        hub = self.hub
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, peer = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors: retried in a while, not on every turn
+                self._pause_accepting(listener)
+                return
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            endpoint = TcpEndpoint(hub.loop, conn, hub, self.config.close_timeout)
+            party = hub.open(endpoint, self.address_key(str(peer[0])))
+            if not isinstance(party, Party):
+                conn.close()  # refused (too many connections): a plain close
+                continue
+            endpoint.party = party
+            endpoint.resume_reading()
+
+    def _pause_accepting(self, listener: socket.socket) -> None:
+        """The listener stays readable while a connection waits: stop watching it a while."""
+        loop = self.hub.loop
+        loop.remove_reader(listener.fileno())
+
+        def resume() -> None:
+            if listener in self._listeners:
+                loop.add_reader(listener.fileno(), self._accept, listener)
+
+        loop.call_later(ACCEPT_RETRY_SECONDS, resume)
+
+    def attach_websocket(
+        self, transport: asyncio.Transport, address: str, rest: bytes = b""
+    ) -> TransitWebSocket | None:
+        """Take an upgraded WebSocket (its 101 already sent); None if refused (closed 1013)."""
+        hub = self.hub
+        config = self.config
+        endpoint = TransitWebSocket(
+            transport, hub, config.direction_buffer_bytes, config.close_timeout
+        )
+        transport.set_protocol(endpoint)
+        party = hub.open(endpoint, address)
+        if not isinstance(party, Party):
+            endpoint.refuse_now(party)
+            return None
+        endpoint.party = party
+        if rest:
+            endpoint.data_received(rest)
+        return endpoint
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for the status page and metrics (waiting, pairs, bytes, refusals, moods)."""
+        core = self.hub.core
+        return {
+            "connections": core.connections,
+            "waiting": core.waiting,
+            "active_pairs": core.active_pairs,
+            "bytes_relayed": core.bytes_relayed,
+            "refusals": dict(core.refusals.counts),
+            "moods": dict(core.moods),
+        }
+
+    def close_listeners(self) -> None:
+        if self._hub is not None:
+            for sock in self._listeners:
+                self._hub.loop.remove_reader(sock.fileno())
+                sock.close()
+        self._listeners = []
+
+    async def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop accepting; active pairs get up to `drain_timeout` to finish; then close all."""
+        if self._hub is None:
+            return
+        hub = self._hub
+        drain = self.config.drain_timeout if drain_timeout is None else drain_timeout
+        self.close_listeners()
+        hub.run(hub.core.close_unpaired(time.time()))
+        deadline = hub.loop.time() + drain
+        while hub.core.active_pairs and hub.loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        hub.run(hub.core.end_all_pairs(time.time()))
+        deadline = hub.loop.time() + min(self.config.close_timeout, 2.0)
+        while hub.live and hub.loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        hub.close()
+        with contextlib.suppress(Exception):
+            await asyncio.sleep(0)

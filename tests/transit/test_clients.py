@@ -1,0 +1,89 @@
+"""The real `wormhole` CLI (magic-wormhole) sends a file through Pigeonhole's relay.
+
+Both sides run with `--no-listen` (no direct hints) and name our relay as their transit
+helper, so the file can only go through it; each side also connects once for its peer's
+hint (the same relay, the same side), which must not pair with itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from transit_support import Relay, free_port
+
+from pigeonhole.transit import Mood, TransitConfig
+
+BIN = Path(sys.executable).parent
+CODE = "7-guitarist-revenge"
+
+
+async def start_mailbox(tmp_path: Path) -> tuple[asyncio.subprocess.Process, str]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pigeonhole", "serve", "--host", "127.0.0.1",
+        "--port", str(port), "--data-dir", str(tmp_path / "data"),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/", None, 2)
+            return proc, f"ws://127.0.0.1:{port}/v1"
+        assert time.monotonic() < deadline, "the mailbox did not start"
+        await asyncio.sleep(0.1)
+
+
+async def wormhole(mailbox: str, relay_port: int, *args: str) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORMHOLE_")}
+    proc = await asyncio.create_subprocess_exec(
+        str(BIN / "wormhole"), "--relay-url", mailbox,
+        "--transit-helper", f"tcp:127.0.0.1:{relay_port}", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 90)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+@pytest.mark.interop
+async def test_wormhole_cli_sends_a_file_through_the_relay(tmp_path: Path) -> None:
+    if not (BIN / "wormhole").exists():
+        pytest.skip("the wormhole CLI is not installed (scripts/setup --test does it)")
+    source = tmp_path / "payload.bin"
+    source.write_bytes(os.urandom(5 * 1024 * 1024 + 17))
+    target = tmp_path / "received.bin"
+    mailbox_proc, mailbox = await start_mailbox(tmp_path)
+    try:
+        async with Relay(TransitConfig()) as relay:
+            send = asyncio.create_task(
+                wormhole(mailbox, relay.port, "send", "--no-listen", "--hide-progress",
+                         "--code", CODE, str(source))
+            )  # fmt: skip
+            await asyncio.sleep(1.0)
+            received = await wormhole(
+                mailbox, relay.port, "receive", "--no-listen", "--hide-progress",
+                "--accept-file", "-o", str(target), CODE,
+            )  # fmt: skip
+            sent = await send
+            assert sent[0] == 0 and received[0] == 0, (sent, received)
+            assert "relay" in sent[1], sent[1]  # "Sending (->relay:tcp:127.0.0.1:PORT)"
+            await relay.settle(10)
+            happy = [r for r in relay.records if r.result is Mood.HAPPY]
+            assert len(happy) == 1 and happy[0].total_bytes > source.stat().st_size
+    finally:
+        mailbox_proc.terminate()
+        await mailbox_proc.wait()
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    assert digest == hashlib.sha256(source.read_bytes()).hexdigest()

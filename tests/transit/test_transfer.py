@@ -1,0 +1,130 @@
+"""Bytes through the relay: every TCP/WebSocket combination, EOF, many pairs at once."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import resource
+import time
+
+import pytest
+from transit_support import Client, Relay, TcpClient, line, side, token
+
+from pigeonhole.transit import Mood, TransitConfig
+
+MIB = 1024 * 1024
+KINDS = ["tcp", "ws"]
+
+
+async def connect(relay: Relay, kind: str) -> Client:
+    return await (relay.tcp() if kind == "tcp" else relay.ws())
+
+
+async def pair(relay: Relay, sender: str, receiver: str) -> tuple[Client, Client]:
+    tok = token()
+    a, b = await connect(relay, sender), await connect(relay, receiver)
+    await a.send(line(tok, side()))
+    await b.send(line(tok, side()))
+    assert await a.read(5) == b"ok\n"
+    assert await b.read(5) == b"ok\n"
+    return a, b
+
+
+async def send_and_close(client: Client, data: bytes, chunk: int = 64 * 1024) -> None:
+    for start in range(0, len(data), chunk):
+        await client.send(data[start : start + chunk])
+    await client.close()
+
+
+async def transfer(relay: Relay, sender: str, receiver: str, size: int) -> bytes:
+    """`size` random bytes from a `sender` client to a `receiver` one; what arrived."""
+    a, b = await pair(relay, sender, receiver)
+    data = os.urandom(size)
+    sending = asyncio.create_task(send_and_close(a, data))
+    got = await b.read_all(60)
+    await sending
+    assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), (len(got), size)
+    return got
+
+
+@pytest.mark.parametrize("sender", KINDS)
+@pytest.mark.parametrize("receiver", KINDS)
+async def test_one_mib_and_eof_in_every_combination(sender: str, receiver: str) -> None:
+    async with Relay(TransitConfig()) as relay:
+        await transfer(relay, sender, receiver, MIB)
+        await relay.settle()
+        assert [r.result for r in relay.records] == [Mood.HAPPY]
+        assert relay.records[0].total_bytes == MIB
+        assert not relay.relay.hub.live
+
+
+async def test_tcp_pairs_without_splice_move_the_same_bytes() -> None:
+    async with Relay(TransitConfig(), splice=False) as relay:
+        await transfer(relay, "tcp", "tcp", 4 * MIB)
+
+
+@pytest.mark.parametrize("receiver", KINDS)
+async def test_both_directions_at_once(relay: Relay, receiver: str) -> None:
+    a, b = await pair(relay, "tcp", receiver)
+    there, back = os.urandom(3 * MIB), os.urandom(2 * MIB)
+    sends = [asyncio.create_task(c.send(d)) for c, d in ((a, there), (b, back))]
+    got_back = await a.read_exactly(len(back), 30)
+    got_there = await b.read_exactly(len(there), 30)
+    await asyncio.gather(*sends)
+    assert (got_there, got_back) == (there, back)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sender", "receiver"), [("tcp", "tcp"), ("ws", "ws"), ("ws", "tcp")])
+async def test_fifty_pairs_at_once_lose_no_byte(sender: str, receiver: str) -> None:
+    async with Relay(TransitConfig()) as relay:
+        sizes = [200_000 + 7919 * i for i in range(50)]
+        await asyncio.gather(*(transfer(relay, sender, receiver, size) for size in sizes))
+        await relay.settle()
+        assert sorted(r.total_bytes for r in relay.records) == sorted(sizes)
+        assert {r.result for r in relay.records} == {Mood.HAPPY}
+
+
+async def test_a_pair_without_descriptors_for_pipes_goes_through_python(relay: Relay) -> None:
+    """Out of file descriptors when a pair meets: no splice pipes, the bytes still flow."""
+    tok = token()
+    a, b = await relay.tcp(), await relay.tcp()
+    await a.send(line(tok, side()))
+    await asyncio.sleep(0.1)  # both accepted: no descriptor is needed from here on
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))
+    try:
+        await b.send(line(tok, side()))
+        assert (await a.read(5), await b.read(5)) == (b"ok\n", b"ok\n")
+        data = os.urandom(2 * MIB)
+        sending = asyncio.create_task(send_and_close(a, data))
+        assert await b.read_all(30) == data
+        await sending
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert not relay.relay.hub._pumps
+
+
+@pytest.mark.parametrize(("sender", "receiver"), [("tcp", "ws"), ("ws", "tcp"), ("tcp", "tcp")])
+async def test_a_slow_receiver_gets_every_byte_after_the_sender_left(
+    sender: str, receiver: str
+) -> None:
+    """The sender closes at once; the receiver reads slowly for longer than close_timeout."""
+    async with Relay(TransitConfig(close_timeout=0.5, pair_buffer_bytes=256 * 1024)) as relay:
+        a, b = await pair(relay, sender, receiver)
+        if isinstance(b, TcpClient):
+            b.read_size = 128 * 1024
+        data = os.urandom(2 * MIB)
+        sending = asyncio.create_task(send_and_close(a, data))
+        started, got = time.monotonic(), b""
+        while True:
+            await asyncio.sleep(0.1)
+            chunk = await b.read(5)
+            assert chunk is not None, f"stalled after {len(got)} bytes"
+            if not chunk:
+                break
+            got += chunk[:]
+        await sending
+        assert len(got) == len(data) and got == data
+        assert time.monotonic() - started > 1.0  # twice close_timeout at least

@@ -1,0 +1,242 @@
+"""Real relays and real clients on loopback for the transit tests.
+
+`Relay` is Pigeonhole's relay (TCP and a WebSocket listener) in the test's loop; the
+`Reference` is `twist transitrelay` (magic-wormhole-transit-relay 0.5.0) as a subprocess.
+`TcpClient` and `WsClient` speak to either with the same methods, so one scenario runs
+over both transports and both relays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+import process_support
+from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
+from pigeonhole.transit.ws_listener import serve_websocket
+
+TWIST = Path(sys.executable).parent / "twist"
+#: how long a test waits to conclude that nothing more arrives
+QUIET = 0.4
+
+
+def token() -> str:
+    return os.urandom(32).hex()
+
+
+def side() -> str:
+    return os.urandom(8).hex()
+
+
+def line(tok: str, sid: str | None = None) -> bytes:
+    if sid is None:
+        return f"please relay {tok}\n".encode()
+    return f"please relay {tok} for side {sid}\n".encode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Client(Protocol):
+    async def send(self, data: bytes) -> None: ...
+    async def read(self, timeout: float = QUIET) -> bytes | None: ...
+    async def read_all(self, timeout: float = 30.0) -> bytes: ...
+    async def read_exactly(self, size: int, timeout: float = 10.0) -> bytes: ...
+    async def close(self) -> None: ...
+
+
+class TcpClient:
+    """A TCP client; `read` gives what came (b"" at EOF, None if nothing came in time)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        #: the most one `read` takes (a test makes a slow reader with a small one)
+        self.read_size = 1 << 20
+
+    @classmethod
+    async def open(cls, port: int) -> TcpClient:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+        return cls(reader, writer)
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def read(self, timeout: float = QUIET) -> bytes | None:
+        try:
+            return await asyncio.wait_for(self.reader.read(self.read_size), timeout)
+        except TimeoutError:
+            return None
+        except ConnectionError:
+            return b""
+
+    async def read_exactly(self, size: int, timeout: float = 10.0) -> bytes:
+        return await asyncio.wait_for(self.reader.readexactly(size), timeout)
+
+    async def read_all(self, timeout: float = 30.0) -> bytes:
+        try:
+            return await asyncio.wait_for(self.reader.read(), timeout)
+        except ConnectionError:
+            return b"<reset>"
+
+    async def shutdown_write(self) -> None:
+        self.writer.write_eof()
+
+    async def close(self) -> None:
+        if self.writer.is_closing():
+            return
+        self.writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self.writer.wait_closed()
+
+
+class WsClient:
+    """A WebSocket client sending binary messages; the stream is their payloads."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+
+    @classmethod
+    async def open(cls, url: str) -> WsClient:
+        return cls(await connect(url, max_size=None, compression=None))
+
+    async def send(self, data: bytes) -> None:
+        await self.ws.send(data)
+
+    async def read(self, timeout: float = QUIET) -> bytes | None:
+        try:
+            message = await asyncio.wait_for(self.ws.recv(), timeout)
+        except TimeoutError:
+            return None
+        except ConnectionClosed:
+            return b""
+        return message if isinstance(message, bytes) else message.encode()
+
+    async def read_exactly(self, size: int, timeout: float = 10.0) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = await self.read(timeout)
+            assert chunk, f"ended after {len(data)} of {size} bytes"
+            data += chunk
+        return data
+
+    async def read_all(self, timeout: float = 30.0) -> bytes:
+        parts = []
+        while True:
+            chunk = await self.read(timeout)
+            assert chunk is not None, "no EOF in time"
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+async def outcome(client: Client, timeout: float = QUIET) -> tuple[bytes, bool]:
+    """(what arrived, whether the relay closed it) within `timeout` of quiet."""
+    got = b""
+    while True:
+        chunk = await client.read(timeout)
+        if chunk is None:
+            return got, False
+        if not chunk:
+            await client.close()  # as a real client does at EOF
+            return got, True
+        got += chunk
+
+
+class Relay:
+    """Pigeonhole's relay with a WebSocket listener, in this loop; usage records kept."""
+
+    def __init__(self, config: TransitConfig | None = None, splice: bool = True) -> None:
+        self.records: list[UsageRecord] = []
+        self.relay = TransitRelay(config or TransitConfig(), self.records.append, splice=splice)
+        self.port = 0
+        self.ws_url = ""
+        self._ws_server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> Relay:
+        await self.relay.start("127.0.0.1", [0])
+        self.port = self.relay.ports[0]
+        self._ws_server = await serve_websocket(self.relay, "127.0.0.1", 0)
+        ws_port = self._ws_server.sockets[0].getsockname()[1]
+        self.ws_url = f"ws://127.0.0.1:{ws_port}/transit"
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._ws_server is not None
+        self._ws_server.close()
+        await self.relay.stop(drain_timeout=1.0)
+
+    async def tcp(self) -> TcpClient:
+        return await TcpClient.open(self.port)
+
+    async def ws(self) -> WsClient:
+        return await WsClient.open(self.ws_url)
+
+    async def settle(self, timeout: float = 5.0) -> None:
+        """Wait until every connection the relay held is gone."""
+        deadline = time.monotonic() + timeout
+        while self.relay.hub.live and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+
+class Reference:
+    """`twist transitrelay` on free loopback ports (TCP and WebSocket), stopped by PID."""
+
+    def __init__(self, workdir: Path) -> None:
+        if not TWIST.exists():
+            pytest.skip("the reference relay is not installed (scripts/setup --test does it)")
+        self.port, ws_port = free_port(), free_port()
+        self.ws_url = f"ws://127.0.0.1:{ws_port}/"
+        self.usage_db = workdir / "transit-usage.sqlite"
+        self.proc = subprocess.Popen(
+            [
+                str(TWIST), f"--log-file={workdir / 'transit.log'}", "transitrelay",
+                f"--port=tcp:{self.port}:interface=127.0.0.1",
+                f"--websocket=tcp:{ws_port}:interface=127.0.0.1",
+                f"--usage-db={self.usage_db}",
+            ],
+            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        for port in (self.port, ws_port):
+            while True:
+                assert self.proc.poll() is None, "the reference relay exited"
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                    break
+                assert time.monotonic() < deadline, "the reference relay did not listen"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        process_support.stop(self.proc, timeout=10)
+
+    def moods(self) -> list[str]:
+        with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
+            return [row[0] for row in db.execute("SELECT result FROM usage")]
+
+    async def tcp(self) -> TcpClient:
+        return await TcpClient.open(self.port)
+
+    async def ws(self) -> WsClient:
+        return await WsClient.open(self.ws_url)
