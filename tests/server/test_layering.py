@@ -29,6 +29,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "config": frozenset({"protocol", "clients", "archive"}),
     "store": frozenset({"protocol"}),
     "archive": frozenset({"durable", "clients"}),
+    "transit": frozenset(),
     "migrate": frozenset({"store", "durable"}),
     "pipeline": frozenset({"migrate", "durable"}),
     "server": frozenset({"protocol", "permissions", "store", "archive", "config", "clients"}),
