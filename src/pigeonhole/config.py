@@ -107,8 +107,9 @@ class ServerConfig:
     hashcash_load_threshold: float = setting(
         20.0, "New connections/s above which each doubling adds one hashcash bit.", min=0
     )
+    #: the protocol's bounds; their fields are options too (protocol/limits.py)
     limits: Limits = field(default_factory=Limits)
-    #: (the room left serves real exchanges, the WAL and usage rows)
+    #: the room left below it serves real exchanges, the WAL and usage rows
     disk_free_watermark: int = setting(
         128 * MiB,
         "Free bytes in the data directory below which only small bodies are stored "
@@ -134,7 +135,7 @@ class ServerConfig:
     max_queued_frames: int = setting(
         1024, "Frames held for one client while their commits are pending, before close.", min=8
     )
-    #: (a full mailbox, 8 MiB of messages, is replayed at once on `open`)
+    #: a full mailbox, 8 MiB of messages, is replayed at once on `open`
     max_buffered_bytes: int = setting(
         16 * MiB,
         "Bytes sent but not yet read by one client before it is dropped as not reading.",

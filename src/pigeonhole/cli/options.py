@@ -68,8 +68,12 @@ def build(config_type: type[C], values: dict[str, Any]) -> C:
 def setting_options(config_type: type[Any], env_prefix: str) -> Callable[[F], F]:
     """Decorate a command with an option per declared setting, in declaration order."""
 
+    items = list(declarations(config_type))
+    names = [item.name for item in items]
+    assert len(set(names)) == len(names), "a nested setting shares its name with another"
+
     def decorate(command: F) -> F:
-        for item in reversed(list(declarations(config_type))):
+        for item in reversed(items):
             command = _option(item, env_prefix)(command)
         return command
 
@@ -111,10 +115,10 @@ def _param_type(item: Declared) -> click.ParamType[Any]:
         return click.Path(
             file_okay=setting.path != "dir", dir_okay=setting.path != "file", path_type=Path
         )
-    return _number_type(kind, setting)
+    return _scalar_type(kind, setting)
 
 
-def _number_type(kind: Any, setting: Setting) -> click.ParamType[Any]:
+def _scalar_type(kind: Any, setting: Setting) -> click.ParamType[Any]:
     bounded = setting.min is not None or setting.max is not None
     if kind is int:
         low, high = (None if b is None else int(b) for b in (setting.min, setting.max))
@@ -131,7 +135,7 @@ def _is_tuple(kind: Any) -> bool:
 
 def _without_none(kind: Any) -> Any:
     """`X | None` -> X (an unset option's default is None)."""
-    if isinstance(kind, types.UnionType):
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
         (kind,) = (arg for arg in typing.get_args(kind) if arg is not type(None))
     return kind
 
