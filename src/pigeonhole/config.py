@@ -1,4 +1,10 @@
-"""Typed configuration: the CLI builds these, nothing below the CLI reads the environment."""
+"""Typed configuration: the CLI builds these, nothing below the CLI reads the environment.
+
+Every option of `pigeonhole serve` is declared here once, as a field made with `setting`
+(pigeonhole/settings.py): its default, help, bounds and unit; the command line, the
+PIGEONHOLE_SERVE_* names, the `--config` keys and `--check-config` are made from it
+(cli/options.py), and a test holds the README's option table to it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from typing import Literal
 from pigeonhole.archive import config as archive_defaults
 from pigeonhole.clients import DEFAULT_IPV6_PREFIX
 from pigeonhole.protocol.bodies import DEFAULT_CACHE_BYTES
-from pigeonhole.protocol.limits import Limits
+from pigeonhole.protocol.limits import Limits, MiB
+from pigeonhole.protocol.settings import setting
 
 LogFormat = Literal["text", "json"]
 #: who writes and fdatasyncs each batch: a helper process, or the event loop writes and a
@@ -20,6 +27,9 @@ CommitSync = Literal["process", "thread", "loop"]
 #: like the sender's own echo (its confirmation), which always waits
 PeerDelivery = Literal["immediate", "durable"]
 
+#: permission methods a server may offer in its welcome
+Permission = Literal["none", "hashcash"]
+
 #: Loopback addresses are trusted as proxies by default: a proxy on the same host is
 #: the usual deployment, and only it can set X-Real-IP / X-Real-Port.
 DEFAULT_TRUSTED_PROXIES: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
@@ -28,93 +38,196 @@ DEFAULT_TRUSTED_PROXIES: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
 DEFAULT_ADMIN_PORT = 4080
 
 
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Everything `pigeonhole serve` needs; the defaults run with no configuration."""
 
-    host: str = "127.0.0.1"
-    port: int = 4000
-    data_dir: Path = field(default_factory=lambda: Path("pigeonhole-data"))
-    #: a postgresql:// URL to keep the state in PostgreSQL; None: SQLite in `data_dir`
-    store: str | None = None
-    websocket_path: str = "/v1"
-    motd: str | None = None
-    signal_error: str | None = None
-    advertise_version: str | None = None
-    disallow_list: bool = False
-    blur_usage: int | None = None
-    #: a mailbox untouched for this long (seconds) is pruned (reference: 11 minutes)
-    prune_expiry: float = 11 * 60.0
-    #: how often pruning runs (reference: every 5 minutes)
-    prune_interval: float = 5 * 60.0
-    usage_sample_interval: float = 60.0
-    log_format: LogFormat = "text"
-    log_level: str = "INFO"
-    trusted_proxies: tuple[str, ...] = DEFAULT_TRUSTED_PROXIES
-    #: IPv6 clients are counted by this prefix: one /N is one client for every limit,
-    #: quota and rate (pigeonhole/clients.py)
-    ipv6_prefix: int = DEFAULT_IPV6_PREFIX
-    #: largest WebSocket frame accepted; bigger ones are closed with 1009
-    max_frame_bytes: int = 4 * 1024 * 1024
-    #: seconds to wait for connections to close on shutdown
-    shutdown_timeout: float = 5.0
-    #: permission methods offered in the welcome: "none" and/or "hashcash"
-    permissions: tuple[str, ...] = ("none",)
-    hashcash_bits: int = 20
+    host: str = setting("127.0.0.1", "Address to listen on.")
+    port: int = setting(4000, "TCP port.")
+    data_dir: Path = setting(
+        Path("pigeonhole-data"),
+        "Directory for every database (channel.sqlite, usage.sqlite).",
+        path="dir",
+    )
+    #: None: SQLite in `data_dir`
+    store: str | None = setting(
+        None,
+        "Keep the state in this PostgreSQL database (schema created on first start) instead"
+        " of SQLite in --data-dir; any number of nodes on one database are one server.",
+        metavar="postgresql://USER@HOST:PORT/DBNAME",
+    )
+    node_lanes: int = setting(
+        1, "Batches a PostgreSQL node decides at once (on writer connections of its own).", min=1
+    )
+    motd: str | None = setting(None, "Message of the day shown by clients.")
+    signal_error: str | None = setting(None, "Welcome error: clients show it and stop.")
+    advertise_version: str | None = setting(None, "Welcome current_cli_version.")
+    disallow_list: bool = setting(False, "Answer `list` with no nameplates.")
+    blur_usage: int | None = setting(
+        None, "Round usage times down to this many seconds; never log client addresses.", min=1
+    )
+    #: the reference prunes after 11 minutes, every 5 minutes
+    prune_expiry: float = setting(
+        11 * 60.0,
+        "Seconds without activity after which a channel is pruned.",
+        min=0,
+        unit="seconds",
+    )
+    prune_interval: float = setting(
+        5 * 60.0, "Seconds between pruning runs.", min=0.01, unit="seconds"
+    )
+    usage_sample_interval: float = setting(
+        60.0, "Seconds between connection-count usage samples.", min=0.01, unit="seconds"
+    )
+    #: bigger frames are closed with 1009
+    max_frame_bytes: int = setting(
+        4 * MiB, "Largest WebSocket frame accepted.", min=1024, unit="bytes"
+    )
+    trusted_proxies: tuple[str, ...] = setting(
+        DEFAULT_TRUSTED_PROXIES,
+        "Network whose X-Real-IP/X-Real-Port headers are believed.",
+        option="trusted-proxy",
+    )
+    #: pigeonhole/clients.py: the one rule for what counts as one client
+    ipv6_prefix: int = setting(
+        DEFAULT_IPV6_PREFIX,
+        "IPv6 clients are counted by this prefix: every per-address limit and quota treats"
+        " one /N as one client.",
+        min=8,
+        max=128,
+    )
+    permissions: tuple[Permission, ...] = setting(
+        ("none",), "Permission methods offered, comma-separated: none, hashcash.", separator=","
+    )
+    hashcash_bits: int = setting(
+        20, "Hashcash bits required when the server is quiet.", min=1, max=40
+    )
     #: under load the required bits rise, one per doubling of the connection rate
     #: above `hashcash_load_threshold` connections/s, up to this many bits
-    hashcash_max_bits: int = 24
-    hashcash_load_threshold: float = 20.0
+    hashcash_max_bits: int = setting(24, "Most hashcash bits required under load.", min=1, max=40)
+    hashcash_load_threshold: float = setting(
+        20.0, "New connections/s above which each doubling adds one hashcash bit.", min=0
+    )
+    #: the protocol's bounds; their fields are options too (protocol/limits.py)
     limits: Limits = field(default_factory=Limits)
-    max_connections: int = 10000
-    max_connections_per_address: int = 100
-    #: frames held for one client while their commits are pending; beyond, it is closed
-    max_queued_frames: int = 1024
-    #: bytes written but not yet taken by the client; beyond, it is dropped as not reading
-    #: (a full mailbox, 8 MiB of messages, is replayed at once on `open`)
-    max_buffered_bytes: int = 16 * 1024 * 1024
-    #: seconds a client may stay behind (over 64 KiB unread) before it is dropped
-    send_timeout: float = 30.0
-    commit_sync: CommitSync = "process"
-    peer_delivery: PeerDelivery = "immediate"
+    #: the room left below it serves real exchanges, the WAL and usage rows
+    disk_free_watermark: int = setting(
+        128 * MiB,
+        "Free bytes in the data directory below which only small bodies are stored "
+        "and /health answers 503.",
+        min=0,
+        unit="bytes",
+    )
+    body_cache_bytes: int = setting(
+        DEFAULT_CACHE_BYTES,
+        "Recent message bodies kept in memory (hex characters); the rest are read from "
+        "the store when replayed.",
+        min=0,
+        unit="bytes",
+    )
+    log_summary_interval: float = setting(
+        60.0,
+        "Seconds over which repeated refusals of one kind are logged once, then counted.",
+        min=1,
+        unit="seconds",
+    )
+    max_connections: int = setting(10000, "Total WebSocket connections.", min=1)
+    max_connections_per_address: int = setting(100, "Connections from one client address.", min=1)
+    max_queued_frames: int = setting(
+        1024, "Frames held for one client while their commits are pending, before close.", min=8
+    )
+    #: a full mailbox, 8 MiB of messages, is replayed at once on `open`
+    max_buffered_bytes: int = setting(
+        16 * MiB,
+        "Bytes sent but not yet read by one client before it is dropped as not reading.",
+        min=64 * 1024,
+        unit="bytes",
+    )
+    send_timeout: float = setting(
+        30.0,
+        "Seconds a client may stay behind (64 KiB unread) before it is dropped as slow.",
+        min=0.1,
+        unit="seconds",
+    )
+    commit_sync: CommitSync = setting(
+        "process",
+        "Who writes and fdatasyncs each batch: a helper process (default), or the event "
+        "loop writes and a worker thread syncs, or the loop does both (it waits for the disk); "
+        "see bench/README.md. Durable every way.",
+    )
+    peer_delivery: PeerDelivery = setting(
+        "immediate",
+        "When another side's copy of a message leaves: at once, or after the add is "
+        "durable. The sender's own echo, its confirmation, always waits for durability.",
+    )
+    tls_cert: Path | None = setting(
+        None, "PEM certificate chain: serve wss:// directly.", path="file"
+    )
+    tls_key: Path | None = setting(None, "PEM private key for --tls-cert.", path="file")
+    #: docs/archive.md
+    archive: bool = setting(True, "Serve the Whisper-style archive at /whisper/v6.")
+    archive_password: str = setting(
+        "status-offline-inbox", "Password the archive's request key is derived from (PBKDF2)."
+    )
+    archive_min_request_interval: float = setting(
+        0.0, "Minimum seconds between requests per peer.", min=0, unit="seconds"
+    )
+    archive_retention_days: int = setting(30, "Delete archived envelopes older than this.", min=0)
+    archive_min_pow: float = setting(
+        archive_defaults.DEFAULT_MIN_POW,
+        "Minimum proof of work of archived envelopes (Status used 0.001; geth 0.2).",
+        min=0,
+    )
+    archive_max_bytes_per_address: int = setting(
+        archive_defaults.DEFAULT_MAX_BYTES_PER_ADDRESS,
+        "Envelope bytes the archive keeps from one client address (IPv6: its prefix).",
+        min=0,
+        unit="bytes",
+    )
+    archive_max_bytes: int = setting(
+        archive_defaults.DEFAULT_MAX_BYTES,
+        "Envelope bytes the archive keeps in all.",
+        min=0,
+        unit="bytes",
+    )
+    archive_disk_free: int = setting(
+        archive_defaults.DEFAULT_MIN_DISK_FREE,
+        "Below this many free bytes in --data-dir the archive stores no new envelopes (keep"
+        " it well above --disk-free-watermark, so the archive never pushes the mailbox into"
+        " low-disk mode).",
+        min=0,
+        unit="bytes",
+    )
+    #: plain HTTP for operators only, so loopback by default
+    admin: bool = setting(
+        True,
+        "Serve the admin listener: /status, /status.json, /metrics, /health (docs/status.md).",
+    )
+    admin_host: str = setting(
+        "127.0.0.1",
+        "Address of the admin listener: loopback or a private network, never the world.",
+    )
+    #: 0 in tests (`MailboxServer.admin_port` tells which port it got)
+    admin_port: int = setting(
+        DEFAULT_ADMIN_PORT, "TCP port of the admin listener (0: any free port).", min=0, max=65535
+    )
+    public_metrics: bool = setting(
+        False, "Also answer /metrics on the public listener, as before the admin listener."
+    )
+    status_refresh: float = setting(
+        2.0, "Seconds between the status page's refreshes.", min=0.5, unit="seconds"
+    )
+    log_format: LogFormat = setting("text", "Log line format.")
+    log_level: str = setting("INFO", "Log level.")
+
+    # Not options: the tests and the code set these.
+    websocket_path: str = "/v1"
+    #: seconds to wait for connections to close on shutdown
+    shutdown_timeout: float = 5.0
     #: seconds a new connection has to send its whole request head before it is dropped
     handshake_timeout: float = 10.0
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    #: the Whisper-style archive at /whisper/v6 (docs/archive.md)
-    archive: bool = True
-    archive_password: str = "status-offline-inbox"
-    archive_min_request_interval: float = 0.0
-    archive_retention_days: int = 30
-    #: minimum proof of work of archived envelopes (Status: 0.001, a few hashes per KiB;
-    #: geth: 0.2): what a post costs its sender
-    archive_min_pow: float = 0.001
-    #: envelope bytes the archive keeps from one client (an IPv6 client: its prefix)
-    archive_max_bytes_per_address: int = archive_defaults.DEFAULT_MAX_BYTES_PER_ADDRESS
-    #: envelope bytes the archive keeps in all
-    archive_max_bytes: int = archive_defaults.DEFAULT_MAX_BYTES
-    #: below this many free bytes in the data directory the archive takes no new
-    #: envelopes: well above `disk_free_watermark`, so the archive can never push the
-    #: mailbox into its low-disk mode
-    archive_disk_free: int = archive_defaults.DEFAULT_MIN_DISK_FREE
-    #: recent message bodies kept in memory (hex characters); the store holds them all
-    body_cache_bytes: int = DEFAULT_CACHE_BYTES
-    #: below this many free bytes in the data directory only small bodies are stored and
-    #: /health answers 503 (the room left serves real exchanges, the WAL and usage rows)
-    disk_free_watermark: int = 128 * 1024 * 1024
     disk_check_interval: float = 1.0
-    #: repeated refusals of one kind are logged once per interval, then as a count
-    log_summary_interval: float = 60.0
-    #: the admin listener (/status, /status.json, /metrics, /health; docs/status.md):
-    #: plain HTTP for operators only, so loopback by default; False: no admin listener
-    admin: bool = True
-    admin_host: str = "127.0.0.1"
-    #: 0: a free port (tests; `MailboxServer.admin_port` tells which)
-    admin_port: int = DEFAULT_ADMIN_PORT
-    #: also answer /metrics on the public listener (it was there before the admin one)
-    public_metrics: bool = False
-    #: seconds between the status page's refreshes from /status.json
-    status_refresh: float = 2.0
 
     @property
     def channel_db(self) -> Path:

@@ -18,6 +18,8 @@ ONE_MIB = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_ADDRESS = 32 * ONE_MIB
 DEFAULT_MAX_BYTES = 1024 * ONE_MIB
 DEFAULT_MIN_DISK_FREE = 1024 * ONE_MIB
+#: Status's minimum proof of work (geth used 0.2)
+DEFAULT_MIN_POW = 0.001
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class ArchiveConfig:
     #: a request with a larger Limit is refused
     max_limit: int = DEFAULT_LIMIT
     #: minimum proof of work of archived envelopes (Status: 0.001; geth: 0.2)
-    min_pow: float = 0.001
+    min_pow: float = DEFAULT_MIN_POW
     #: minimum proof of work of request envelopes (0: not checked)
     min_request_pow: float = 0.0
     #: archive envelopes whose expiry has passed (imports, back-dated tests)

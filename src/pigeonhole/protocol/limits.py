@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pigeonhole.protocol.settings import setting
+
 # Error strings for limit hits (also metric labels).
 BODY_TOO_LARGE = "message body too large"
 MAILBOX_FULL = "mailbox is full"
@@ -45,29 +47,43 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    #: largest decoded `add` body, in bytes
-    max_body_bytes: int = 1024 * 1024
-    #: messages one mailbox may hold
-    max_mailbox_messages: int = 300
-    #: decoded body bytes one mailbox may hold
-    max_mailbox_bytes: int = 8 * 1024 * 1024
-    #: nameplates plus mailboxes one connection may create (allocate makes two)
-    max_creations: int = 4
-    #: sustained commands per second per connection, and the burst allowed above it
-    commands_per_second: float = 20.0
-    command_burst: float = 100.0
-    #: decoded body bytes stored from one client address, across all its connections,
-    #: until its mailboxes are closed or pruned (eight full mailboxes)
-    max_stored_bytes_per_address: int = 64 * MiB
-    #: decoded body bytes stored on the whole server
-    max_stored_bytes: int = 2048 * MiB
-    #: live nameplates and mailboxes one client address created (a NAT of many users
-    #: holds one or two of each per waiting transfer)
-    max_nameplates_per_address: int = 32
-    max_mailboxes_per_address: int = 64
-    #: largest body stored while the data directory is below its free-space watermark
-    #: (the PAKE, version and transit messages of a real exchange are well under 4 KiB)
-    low_disk_max_body_bytes: int = 16 * 1024
+    """The protocol's bounds; each is also an option of `pigeonhole serve`."""
+
+    max_body_bytes: int = setting(MiB, "Largest decoded `add` body.", min=1, unit="bytes")
+    max_mailbox_messages: int = setting(300, "Messages one mailbox may hold.", min=1)
+    #: decoded body bytes
+    max_mailbox_bytes: int = setting(
+        8 * MiB, "Body bytes one mailbox may hold.", min=1, unit="bytes"
+    )
+    #: allocate makes two
+    max_creations: int = setting(4, "Nameplates plus mailboxes one connection may create.", min=1)
+    commands_per_second: float = setting(20.0, "Sustained commands/s per connection.", min=0.1)
+    command_burst: float = setting(100.0, "Commands allowed at once above the rate.", min=1)
+    #: decoded body bytes, across all the address's connections (eight full mailboxes)
+    max_stored_bytes_per_address: int = setting(
+        64 * MiB,
+        "Body bytes stored from one client address until its mailboxes are closed or pruned.",
+        min=1,
+        unit="bytes",
+    )
+    max_stored_bytes: int = setting(
+        2048 * MiB, "Body bytes stored on the whole server.", min=1, unit="bytes"
+    )
+    #: a NAT of many users holds one or two of each per waiting transfer
+    max_nameplates_per_address: int = setting(
+        32, "Live nameplates created from one client address, across its connections.", min=1
+    )
+    max_mailboxes_per_address: int = setting(
+        64, "Live mailboxes created from one client address, across its connections.", min=1
+    )
+    #: while the data directory is below its free-space watermark (the PAKE, version and
+    #: transit messages of a real exchange are well under 4 KiB)
+    low_disk_max_body_bytes: int = setting(
+        16 * 1024,
+        "Largest body stored while the disk is below the watermark.",
+        min=0,
+        unit="bytes",
+    )
 
 
 class TokenBucket:
