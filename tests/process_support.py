@@ -95,6 +95,9 @@ class Service:
     and fails with the output if it exits or is not ready in time; stopped by its PID.
     `with service:` starts it (unless started) and stops it with SIGTERM."""
 
+    #: seconds `start` waits for it to be ready unless told
+    start_timeout = 20.0
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -114,7 +117,7 @@ class Service:
         self.proc: subprocess.Popen[bytes] | None = None
         self._output_from = 0
 
-    def start(self, timeout: float = 20.0) -> Service:
+    def start(self, timeout: float | None = None) -> Service:
         """Start it and wait until it is ready (SIGKILL and fail after `timeout` s)."""
         assert not self.running, f"{self.name} is already running"
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +133,7 @@ class Service:
                 env=None if self.env is None else dict(self.env),
                 cwd=self.cwd,
             )
-        self._wait_ready(self.proc, timeout)
+        self._wait_ready(self.proc, self.start_timeout if timeout is None else timeout)
         return self
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
