@@ -118,7 +118,8 @@ class Service:
         self._output_from = 0
 
     def start(self, timeout: float | None = None) -> Service:
-        """Start it and wait until it is ready (SIGKILL and fail after `timeout` s)."""
+        """Start it and wait until it is ready; SIGKILL and fail after `timeout` s
+        (`start_timeout` unless given)."""
         assert not self.running, f"{self.name} is already running"
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
