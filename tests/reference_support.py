@@ -7,29 +7,19 @@ by its PID (SIGTERM, as systemd stops it).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import socket
 import sqlite3
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import process_support
+from process_support import Service, accepts_tcp, free_port
 
 TWIST = Path(sys.executable).parent / "twist"
 REFERENCE_SCHEMAS = "wormhole_mailbox_server/db-schemas"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def reference_schema(name: str) -> str:
@@ -60,8 +50,10 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-class ReferenceServer:
+class ReferenceServer(Service):
     """`twist wormhole-mailbox` with `channel_db` and `usage_db` in `workdir`."""
+
+    start_timeout = 30.0
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         if not TWIST.exists():
@@ -72,14 +64,7 @@ class ReferenceServer:
         self.channel_db = workdir / "relay.sqlite"
         self.usage_db = workdir / "usage.sqlite"
         self.log_path = workdir / "reference.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1"
-
-    def start(self, ready_timeout: float = 30.0) -> None:
-        self.proc = subprocess.Popen(
+        super().__init__(
             [
                 str(TWIST),
                 "--log-format=text",
@@ -89,31 +74,20 @@ class ReferenceServer:
                 f"--channel-db={self.channel_db}",
                 f"--usage-db={self.usage_db}",
             ],
-            cwd=self.workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            workdir / "reference.out",
+            lambda: accepts_tcp(self.port),
+            cwd=workdir,
+            name="the reference",
         )
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"the reference exited with {self.proc.returncode}:\n{self.log_text()[-2000:]}"
-                )
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=1),
-            ):
-                return
-            assert time.monotonic() < deadline, "the reference did not listen in time"
-            time.sleep(0.05)
 
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM (SIGKILL after `timeout`) and wait; returns the exit status."""
-        return process_support.stop(self.proc, timeout=timeout)
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1"
 
     def log_text(self) -> str:
+        """Its stdout and stderr, then its own log file."""
         try:
-            return self.log_path.read_text(errors="replace")
+            own = self.log_path.read_text(errors="replace")
         except OSError:
-            return ""
+            own = ""
+        return super().log_text() + own

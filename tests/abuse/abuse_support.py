@@ -7,69 +7,40 @@ import contextlib
 import os
 import random
 import secrets
-import signal
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from process_support import ServeProcess, free_port
 
 BIN = Path(sys.executable).parent
 #: each running server's admin port (/metrics, /status.json), by its WebSocket URL
 ADMIN_PORTS: dict[str, int] = {}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def running_server(data_dir: Path, *options: str) -> Iterator[tuple[str, int]]:
     """`pigeonhole serve` on a free loopback port: (WebSocket URL, PID); stopped by PID."""
-    port, admin_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pigeonhole",
-            "serve",
-            "--port",
-            str(port),
-            "--admin-port",
-            str(admin_port),
-            "--data-dir",
-            str(data_dir),
-            "--log-level",
-            "WARNING",
-            *options,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    admin_port = free_port()
+    server = ServeProcess(
+        data_dir.with_suffix(".log"),
+        "--admin-port",
+        str(admin_port),
+        "--data-dir",
+        str(data_dir),
+        "--log-level",
+        "WARNING",
+        *options,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    url = f"ws://127.0.0.1:{port}/v1"
-    ADMIN_PORTS[url] = admin_port
+    server.start()
+    ADMIN_PORTS[server.url] = admin_port
     try:
-        yield url, proc.pid
+        yield server.url, server.pid
     finally:
-        del ADMIN_PORTS[url]
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, "the server must survive the floods and stop cleanly"
+        del ADMIN_PORTS[server.url]
+        server.stop(timeout=10)
+    assert server.returncode == 0, "the server must survive the floods and stop cleanly"
 
 
 def metrics_url(url: str) -> str:

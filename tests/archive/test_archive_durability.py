@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pigeonhole.archive.envelopes import Envelope
 from pigeonhole.archive.query import KeyRange, key_hash
 from pigeonhole.archive.requests import RequestPayload
 from pigeonhole.archive.store import ArchiveStore
+from process_support import Service
 
 APP = Path(__file__).with_name("archive_app.py")
 SRC = Path(pigeonhole.__file__).resolve().parents[1]
@@ -30,26 +32,30 @@ MAX_POSTS = 2000
 STARTUP_TIMEOUT = 20.0
 
 
+def _port_line(app: Service) -> int | None:
+    """The port archive_app.py prints on its stdout once it listens."""
+    printed = re.search(r"^(\d+)\n", app.output(), re.MULTILINE)
+    return int(printed[1]) if printed else None
+
+
 @contextlib.asynccontextmanager
 async def _server(data_dir: Path) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
     """Start archive_app.py in a child process; yield it and its URL once it listens."""
     path = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
-    proc = await asyncio.to_thread(
-        subprocess.Popen, [sys.executable, str(APP), str(data_dir)],
-        stdout=subprocess.PIPE, env=env,
+    app = Service(
+        [sys.executable, str(APP), str(data_dir)],
+        data_dir.with_suffix(".log"),
+        ready=lambda: _port_line(app) is not None,
+        env=env,
+        name="the archive app",
     )
     try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), STARTUP_TIMEOUT)
-        assert line, "the archive app exited before listening"
-        yield proc, f"ws://127.0.0.1:{int(line)}/whisper/v6"
+        await asyncio.to_thread(app.start, STARTUP_TIMEOUT)
+        assert app.proc is not None
+        yield app.proc, f"ws://127.0.0.1:{_port_line(app)}/whisper/v6"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        await asyncio.to_thread(proc.wait)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        await asyncio.to_thread(app.stop, signal.SIGKILL)
 
 
 async def _poster(url: str, worker: int, acknowledged: list[bytes], started: asyncio.Event) -> None:

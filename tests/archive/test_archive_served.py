@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
-PIGEONHOLE = [sys.executable, "-m", "pigeonhole"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from process_support import PIGEONHOLE, ServeProcess, free_port
 
 
 def _run(*args: str) -> str:
@@ -28,28 +19,12 @@ def _run(*args: str) -> str:
 
 def test_serve_archives_and_serves_envelopes(tmp_path: Path) -> None:
     """Envelopes posted through the CLI are served back by query, and counted in /metrics."""
-    port, admin_port = _free_port(), _free_port()
-    server = subprocess.Popen(
-        [
-            *PIGEONHOLE,
-            "serve",
-            "--port",
-            str(port),
-            "--admin-port",
-            str(admin_port),
-            "--data-dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    admin_port = free_port()
+    server = ServeProcess(
+        tmp_path / "serve.log", "--admin-port", str(admin_port), "--data-dir", str(tmp_path)
     )
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    port = server.port
+    with server:
         url = f"ws://127.0.0.1:{port}"
         now = int(time.time())
         hashes = [
@@ -78,6 +53,4 @@ def test_serve_archives_and_serves_envelopes(tmp_path: Path) -> None:
         metrics = urllib.request.urlopen(f"{admin}/metrics").read().decode()
         assert "pigeonhole_archive_archived_total 4" in metrics
         assert (tmp_path / "archive.sqlite").exists()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(15) == 0
+    assert server.returncode == 0

@@ -5,10 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -17,6 +13,7 @@ import websockets
 from click.testing import CliRunner
 
 from pigeonhole.cli.main import cli
+from process_support import ServeProcess, free_port
 
 SETTINGS = """
 port = 4100
@@ -69,12 +66,6 @@ def test_mistakes_in_the_file_are_refused_by_name(tmp_path: Path) -> None:
     assert negated.exit_code == 2 and "no-archive must be true or false" in negated.output
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def welcome(url: str) -> dict[str, Any]:
     async with websockets.connect(url, proxy=None) as ws:
         return json.loads(await ws.recv())["welcome"]  # type: ignore[no-any-return]
@@ -89,23 +80,12 @@ def test_a_server_runs_from_the_file_on_every_address(tmp_path: Path) -> None:
         "admin-port = 0\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pigeonhole", "serve", "--config", str(path)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    server = ServeProcess(
+        tmp_path / "serve.log", "--config", str(path), port=port, port_option=False, env=env
     )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as r:
-                    assert r.read() == b"Wormhole Relay\n"
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "not serving"
-                time.sleep(0.05)
+    with server:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as r:
+            assert r.read() == b"Wormhole Relay\n"
         with urllib.request.urlopen(f"http://[::1]:{port}/", timeout=2) as r:
             assert r.read() == b"Wormhole Relay\n"
         four = asyncio.run(welcome(f"ws://127.0.0.1:{port}/v1"))
@@ -113,6 +93,4 @@ def test_a_server_runs_from_the_file_on_every_address(tmp_path: Path) -> None:
         assert four["motd"] == six["motd"] == "hello"
         assert "ffff" not in json.dumps(four)  # IPv4 clients are seen as IPv4
         assert (tmp_path / "data" / "channel.sqlite").exists()
-    finally:
-        proc.terminate()
-        assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
+    assert server.returncode == 0, server.output()

@@ -5,21 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import websockets
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from process_support import ServeProcess, free_port
 
 
 async def _welcome(url: str) -> dict[str, object]:
@@ -29,7 +22,7 @@ async def _welcome(url: str) -> dict[str, object]:
 
 def test_options_come_from_the_environment(tmp_path: Path) -> None:
     """PIGEONHOLE_SERVE_* variables set the options; the data dir holds every database."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PIGEONHOLE_SERVE_PORT": str(port),
@@ -38,20 +31,9 @@ def test_options_come_from_the_environment(tmp_path: Path) -> None:
         "PIGEONHOLE_SERVE_ADVERTISE_VERSION": "9.9",
         "PIGEONHOLE_SERVE_LOG_FORMAT": "json",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pigeonhole", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        for _ in range(200):
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.05)
+    server = ServeProcess(tmp_path / "serve.log", port=port, port_option=False, env=env)
+    with server:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).read()
         assert body == b"Wormhole Relay\n"
         welcome = asyncio.run(_welcome(f"ws://127.0.0.1:{port}/v1"))
         assert welcome["motd"] == "hello operators"
@@ -61,10 +43,8 @@ def test_options_come_from_the_environment(tmp_path: Path) -> None:
             "channel.sqlite",
             "usage.sqlite",
         ]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=15)
-    assert proc.returncode == 0
+    assert server.returncode == 0
+    stderr = server.output()
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert any("listening on" in line["message"] for line in lines), stderr
 

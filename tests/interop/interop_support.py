@@ -35,7 +35,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
-import process_support
+from process_support import ServeProcess, Service, accepts_tcp, free_port
 
 BIN = Path(sys.executable).parent
 WORMHOLE = BIN / "wormhole"
@@ -137,12 +136,6 @@ class InteropError(AssertionError):
     """A scenario failed; the message carries the clients' output."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -180,86 +173,31 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
 # --------------------------------------------------------------------------- server
 
 
-class Server:
+class Server(ServeProcess):
     """`python -m pigeonhole serve` as a subprocess; restartable on the same port/dir."""
 
     def __init__(
         self, data_dir: Path, log_path: Path, port: int | None = None, args: Sequence[str] = ()
     ) -> None:
-        #: more `serve` options (for example `--store postgresql://...`)
-        self.args = list(args)
-        self.data_dir = data_dir
-        self.log_path = log_path
-        self.port = port or free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
         data_dir.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1"
-
-    def start(self, ready_timeout: float = 20.0) -> None:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== start {time.strftime('%H:%M:%S')} ===\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "pigeonhole",
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--data-dir",
-                    str(self.data_dir),
-                    *self.args,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise InteropError(
-                    f"server exited with {self.proc.returncode} while starting:\n"
-                    + tail(self.log_text())
-                )
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop(signal.SIGKILL)
-                raise InteropError(
-                    f"server not ready on port {self.port} within {ready_timeout} s:\n"
-                    + tail(self.log_text())
-                )
-            time.sleep(0.05)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
-        """Send `sig` to the server's PID and wait; SIGKILL after `timeout`."""
-        return process_support.stop(self.proc, sig, timeout)
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        super().__init__(
+            log_path,
+            "--host",
+            "127.0.0.1",
+            "--data-dir",
+            str(data_dir),
+            *args,  # more `serve` options (for example `--store postgresql://...`)
+            port=port,
+        )
 
 
-class TransitRelay:
+class TransitRelay(Service):
     """`twist transitrelay` on a free 127.0.0.1 port."""
 
     def __init__(self, workdir: Path) -> None:
         self.port = free_port()
         self.log_path = workdir / "transit-relay.log"
-        self.proc = subprocess.Popen(
+        super().__init__(
             [
                 str(TWIST),
                 "--log-format=text",
@@ -267,33 +205,15 @@ class TransitRelay:
                 "transitrelay",
                 f"--port=tcp:{self.port}:interface=127.0.0.1",
             ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            workdir / "transit-relay.out",
+            lambda: accepts_tcp(self.port),
             cwd=workdir,
+            name="transit relay",
         )
-        deadline = time.monotonic() + 20
-        while True:
-            if self.proc.poll() is not None:
-                raise InteropError(f"transit relay exited with {self.proc.returncode}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=1),
-            ):
-                return
-            if time.monotonic() > deadline:
-                self.close()
-                raise InteropError("transit relay did not start listening within 20 s")
-            time.sleep(0.05)
+        self.start()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.stop(timeout=10)
 
 
 # ------------------------------------------------------------------ namespace plumbing

@@ -48,7 +48,6 @@ from interop_support import (
     Payload,
     Server,
     check_success,
-    free_port,
     random_file,
     random_text,
     require,
@@ -59,6 +58,7 @@ from test_postgres_store import usage_rows
 
 import process_support
 from postgres_support import fresh_database, run
+from process_support import free_port
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -10,12 +10,10 @@ and the report's tables must show exactly what happened.
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,16 +23,11 @@ import pytest
 from click.testing import CliRunner
 
 from pigeonhole.cli.usage import export_usage, report
+from process_support import ServeProcess
 
 pytestmark = pytest.mark.interop
 APP = "lothar.com/wormhole/text-or-file-xfer"
 WORMHOLE = Path(sys.executable).with_name("wormhole")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -42,37 +35,19 @@ def server(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     """`pigeonhole serve` on a free loopback port, ready (GET / answers)."""
     if not WORMHOLE.exists():
         pytest.skip("the wormhole CLI (magic-wormhole) is not installed")
-    port, data = _free_port(), tmp_path / "server"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pigeonhole",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data),
-            "--usage-sample-interval",
-            "0.2",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    data = tmp_path / "server"
+    process = ServeProcess(
+        tmp_path / "server.log",
+        "--host",
+        "127.0.0.1",
+        "--data-dir",
+        str(data),
+        "--usage-sample-interval",
+        "0.2",
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            break
-        except OSError:
-            assert process.poll() is None, "the server exited"
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
-    yield port, data
-    process.terminate()
-    process.wait(timeout=15)
+    process.start(timeout=30)
+    yield process.port, data
+    process.stop()
 
 
 def _wormhole(port: int, *args: str) -> subprocess.Popen[str]:

@@ -11,11 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +18,9 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 from server_support import Client, open_client
 
-import process_support
 from pigeonhole.protocol.errors import CROWDED
 from postgres_support import fresh_database
+from process_support import ServeProcess
 
 pytestmark = pytest.mark.slow
 
@@ -36,42 +31,18 @@ AT_ONCE = 6
 ALLOCATORS = 24
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Node:
+class Node(ServeProcess):
     """`python -m pigeonhole serve --store URL` on a free port, stopped by its PID."""
 
     def __init__(self, url: str, data_dir: Path) -> None:
-        self.port = _free_port()
-        self.log = data_dir.with_suffix(".log")
         data_dir.mkdir(parents=True)
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pigeonhole", "serve", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--admin-port", "0", "--data-dir", str(data_dir),
-                 "--store", url],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2):
-                    return
-            except OSError:
-                assert time.monotonic() < deadline, self.log.read_text()
-                time.sleep(0.1)
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1"
-
-    def stop(self, sig: int = signal.SIGTERM) -> int | None:
-        return process_support.stop(self.proc, sig)
+        super().__init__(
+            data_dir.with_suffix(".log"),
+            "--host", "127.0.0.1", "--admin-port", "0", "--data-dir", str(data_dir),
+            "--store", url,
+            ready_path="/health",
+        )  # fmt: skip
+        self.start(timeout=30)
 
 
 @pytest.fixture

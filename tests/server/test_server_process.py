@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,70 +12,41 @@ from pathlib import Path
 import pytest
 from server_support import APPID, Client, http_get, open_client, strip
 
-from process_support import gone, parent
+from process_support import ServeProcess, gone, parent
 
 pytestmark = pytest.mark.asyncio
 
-#: the interpreter running the tests: the project's venv python
-PYTHON = sys.executable
+
+def serve_process_in(
+    tmp_path: Path, commit_sync: str = "process", peer_delivery: str = "immediate"
+) -> ServeProcess:
+    """`python -m pigeonhole serve` on 127.0.0.1 with its data in tmp_path/data and no
+    PIGEONHOLE_* setting from the environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE")}
+    return ServeProcess(
+        tmp_path / "serve.log",
+        "--host",
+        "127.0.0.1",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--commit-sync",
+        commit_sync,
+        "--peer-delivery",
+        peer_delivery,
+        env=env,
+    )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+async def start(process: ServeProcess) -> None:
+    """Start it (off the event loop) until GET / answers the relay's banner."""
+    await asyncio.to_thread(process.start)
+    status, _, body = await http_get(f"http://127.0.0.1:{process.port}/")
+    assert (status, body) == (200, "Wormhole Relay\n")
 
 
-class ServeProcess:
-    """`python -m pigeonhole serve` on 127.0.0.1:port with its data in data_dir."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        port: int,
-        log: Path,
-        commit_sync: str = "process",
-        peer_delivery: str = "immediate",
-    ) -> None:
-        self.data_dir, self.port, self.log = data_dir, port, log
-        self.commit_sync, self.peer_delivery = commit_sync, peer_delivery
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1"
-
-    async def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE")}
-        cmd = [PYTHON, "-m", "pigeonhole", "serve", "--host", "127.0.0.1"]
-        cmd += ["--port", str(self.port), "--data-dir", str(self.data_dir)]
-        cmd += ["--commit-sync", self.commit_sync, "--peer-delivery", self.peer_delivery]
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 20
-        while True:
-            assert self.proc.poll() is None, f"server exited: {self.log.read_text()}"
-            try:
-                status, _, body = await http_get(f"http://127.0.0.1:{self.port}/")
-                if status == 200 and body == "Wormhole Relay\n":
-                    return
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"server did not start: {self.log.read_text()}"
-            await asyncio.sleep(0.05)
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, sig)
-
-    async def wait(self, timeout: float = 15) -> int:
-        assert self.proc is not None
-        return await asyncio.to_thread(self.proc.wait, timeout)
-
-    def kill_if_running(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+async def wait(process: ServeProcess) -> int:
+    """Its exit status (off the event loop)."""
+    return await asyncio.to_thread(process.wait)
 
 
 @pytest.fixture(
@@ -88,10 +56,9 @@ class ServeProcess:
 def serve_process(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServeProcess]:
     """A (not yet started) server process, for each place the logs can be synced from (and
     each peer-delivery mode); killed at teardown if still running."""
-    sync, delivery = request.param
-    process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log", sync, delivery)
+    process = serve_process_in(tmp_path, *request.param)
     yield process
-    process.kill_if_running()
+    process.stop(signal.SIGKILL)
 
 
 async def bound_client(url: str, side: str, clients: list[Client]) -> Client:
@@ -103,7 +70,7 @@ async def bound_client(url: str, side: str, clients: list[Client]) -> Client:
 
 async def test_sigkill_loses_nothing_confirmed(serve_process):
     """Every confirmed claim, open and message survives SIGKILL and a restart."""
-    await serve_process.start()
+    await start(serve_process)
     url = serve_process.url
     clients: list[Client] = []
     channels = []  # (nameplate, mailbox, [messages in order])
@@ -127,12 +94,12 @@ async def test_sigkill_loses_nothing_confirmed(serve_process):
     bare_sent = [await bare.add("0", "0123")]
 
     serve_process.signal(signal.SIGKILL)
-    assert await serve_process.wait() == -signal.SIGKILL
+    assert await wait(serve_process) == -signal.SIGKILL
     for client in clients:
         await client.disconnect()
     clients.clear()
 
-    await serve_process.start()
+    await start(serve_process)
     try:
         for i, (name, mailbox, sent) in enumerate(channels):
             for side in (f"a{i}", f"b{i}"):
@@ -157,7 +124,7 @@ async def test_sigkill_loses_nothing_confirmed(serve_process):
 
 async def test_sigterm_closes_with_1001_and_exits_zero(serve_process):
     """SIGTERM closes every WebSocket with 1001 and exits 0; the data is kept."""
-    await serve_process.start()
+    await start(serve_process)
     clients: list[Client] = []
     a = await bound_client(serve_process.url, "a", clients)
     mailbox = await a.claim("5")
@@ -170,9 +137,9 @@ async def test_sigterm_closes_with_1001_and_exits_zero(serve_process):
     for client in clients:
         await asyncio.wait_for(client.ws.wait_closed(), 10)
         assert client.ws.close_code == 1001
-    assert await serve_process.wait() == 0
+    assert await wait(serve_process) == 0
 
-    await serve_process.start()
+    await start(serve_process)
     again = await bound_client(serve_process.url, "a", clients)
     assert await again.claim("5") == mailbox
     assert [strip(m) for m in await again.open(mailbox)] == [strip(echo)]
@@ -199,9 +166,9 @@ def store_helpers_of(pid: int) -> list[int]:
 
 async def test_a_killed_server_leaves_no_store_helper_behind(tmp_path: Path) -> None:
     """The helper ends when the server's end of its pipe closes, even on SIGKILL."""
-    process = ServeProcess(tmp_path / "data", free_port(), tmp_path / "serve.log")
+    process = serve_process_in(tmp_path)
     try:
-        await process.start()
+        await start(process)
         assert process.proc is not None
         helpers = store_helpers_of(process.proc.pid)
         assert len(helpers) == 1
@@ -209,7 +176,7 @@ async def test_a_killed_server_leaves_no_store_helper_behind(tmp_path: Path) -> 
         a = await bound_client(process.url, "a", clients)
         await a.claim("7")  # a confirmed claim: the helper has written and synced
         process.signal(signal.SIGKILL)
-        assert await process.wait() == -signal.SIGKILL
+        assert await wait(process) == -signal.SIGKILL
         deadline = time.monotonic() + 10
         while not gone(helpers[0]):
             assert time.monotonic() < deadline, "the store helper outlived its server"
@@ -217,4 +184,4 @@ async def test_a_killed_server_leaves_no_store_helper_behind(tmp_path: Path) -> 
         for client in clients:
             await client.disconnect()
     finally:
-        process.kill_if_running()
+        process.stop(signal.SIGKILL)
