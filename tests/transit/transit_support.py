@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,9 +22,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-import process_support
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
 from pigeonhole.transit.ws_listener import serve_websocket
+from process_support import Service, accepts_tcp, free_port
 
 TWIST = Path(sys.executable).parent / "twist"
 #: how long a test waits to conclude that nothing more arrives
@@ -45,12 +43,6 @@ def line(tok: str, sid: str | None = None) -> bytes:
     if sid is None:
         return f"please relay {tok}\n".encode()
     return f"please relay {tok} for side {sid}\n".encode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Client(Protocol):
@@ -209,27 +201,23 @@ class Reference:
         self.port, ws_port = free_port(), free_port()
         self.ws_url = f"ws://127.0.0.1:{ws_port}/"
         self.usage_db = workdir / "transit-usage.sqlite"
-        self.proc = subprocess.Popen(
-            [
-                str(TWIST), f"--log-file={workdir / 'transit.log'}", "transitrelay",
-                f"--port=tcp:{self.port}:interface=127.0.0.1",
-                f"--websocket=tcp:{ws_port}:interface=127.0.0.1",
-                f"--usage-db={self.usage_db}",
-            ],
-            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        for port in (self.port, ws_port):
-            while True:
-                assert self.proc.poll() is None, "the reference relay exited"
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                    break
-                assert time.monotonic() < deadline, "the reference relay did not listen"
-                time.sleep(0.05)
+        argv = [
+            str(TWIST), f"--log-file={workdir / 'transit.log'}", "transitrelay",
+            f"--port=tcp:{self.port}:interface=127.0.0.1",
+            f"--websocket=tcp:{ws_port}:interface=127.0.0.1",
+            f"--usage-db={self.usage_db}",
+        ]  # fmt: skip
+        self.service = Service(
+            argv,
+            workdir / "transit.out",
+            lambda: accepts_tcp(self.port) and accepts_tcp(ws_port),
+            cwd=workdir,
+            name="the reference relay",
+        )
+        self.service.start(timeout=30)
 
     def stop(self) -> None:
-        process_support.stop(self.proc, timeout=10)
+        self.service.stop(timeout=10)
 
     def moods(self) -> list[str]:
         with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
