@@ -3,7 +3,9 @@
 One transit relay, one client namespace (when `unshare` works; set
 PIGEONHOLE_INTEROP_NETNS=0 to run the clients directly on the host's loopback)
 and one Pigeonhole server serve the whole session; the restart tests start
-servers of their own. Everything listens on 127.0.0.1 only.
+servers of their own. The tests that force clients through Pigeonhole's relay get
+it from `relay` and put each side in a namespace of its own (`split_nets`).
+Everything listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from interop_support import (
     Server,
     TransitRelay,
 )
+from relay_support import RelayProcess, SplitNets
 
 
 @pytest.fixture(scope="session")
@@ -81,3 +84,33 @@ def server(interop_dir: Path) -> Iterator[Server]:
 @pytest.fixture
 def harness(net: Net, server: Server, codes: Codes, tmp_path: Path) -> Harness:
     return Harness(net, server, tmp_path, codes)
+
+
+@pytest.fixture(scope="session")
+def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+    """Pigeonhole's transit relay on the host's loopback: `host`, `port`, and `records()`
+    (its usage records as dicts with the reference's keys, `mood` included). The only
+    place that says where the relay comes from."""
+    running = RelayProcess(tmp_path_factory.mktemp("pigeonhole-relay"))
+    try:
+        yield running
+    finally:
+        status = running.stop()
+        assert status == 0, f"the relay exited with {status}:\n{running.log_text()}"
+
+
+@pytest.fixture(scope="session")
+def split_nets(
+    relay: RelayProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SplitNets]:
+    """A namespace per side of a transfer, both forwarding to `relay` (and the mailbox)."""
+    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        pytest.skip("unshare/nsenter (util-linux) not found: no namespace, no forced relay")
+    try:
+        nets = SplitNets(tmp_path_factory.mktemp("split-nets"), relay)
+    except OSError as exc:
+        pytest.skip(f"cannot create network namespaces: {exc}")
+    try:
+        yield nets
+    finally:
+        nets.close()

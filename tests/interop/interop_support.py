@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
@@ -189,6 +189,13 @@ class Server(ServeProcess):
             *args,  # more `serve` options (for example `--store postgresql://...`)
             port=port,
         )
+
+
+class RelayPort(Protocol):
+    """A transit relay listening on the host's 127.0.0.1 at `port`."""
+
+    @property
+    def port(self) -> int: ...
 
 
 class TransitRelay(Service):
@@ -358,18 +365,28 @@ class NetNS:
         self.holder_pid = kids[0]
 
     def listen(self, port: int) -> socket.socket:
-        """A socket listening on 127.0.0.1:`port` inside the namespace."""
+        """A socket listening on 127.0.0.1:`port` inside the namespace (non-blocking)."""
+        sock = self._socket(str(port), f"namespace listener on port {port}")
+        sock.setblocking(False)
+        return sock
+
+    def connect(self, port: int, timeout: float = 30.0) -> socket.socket:
+        """A TCP connection to 127.0.0.1:`port` inside the namespace (with `timeout`)."""
+        sock = self._socket(f"connect {port}", f"namespace connection to port {port}")
+        sock.settimeout(timeout)
+        return sock
+
+    def _socket(self, request: str, what: str) -> socket.socket:
+        """Ask the holder for a socket made inside the namespace (see ns_holder.py)."""
         with self._lock:
-            self._ctl.send(str(port).encode())
+            self._ctl.send(request.encode())
             msg, fds, _flags, _addr = socket.recv_fds(self._ctl, 4096, 1)
         if msg != b"ok" or len(fds) != 1:
             for fd in fds:
                 os.close(fd)
-            raise OSError(f"namespace listener on port {port}: {msg.decode(errors='replace')}")
+            raise OSError(f"{what}: {msg.decode(errors='replace')}")
         os.set_inheritable(fds[0], False)
-        sock = socket.socket(fileno=fds[0])
-        sock.setblocking(False)
-        return sock
+        return socket.socket(fileno=fds[0])
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         # `cd` inside rather than nsenter --wd: --wd opens the directory before
@@ -393,7 +410,7 @@ class Net:
 
     def __init__(
         self,
-        relay: TransitRelay,
+        relay: RelayPort,
         forwarder: Forwarder | None,
         netns: NetNS | None,
         no_netns_reason: str = "",
@@ -747,6 +764,7 @@ class Harness:
         allocate: bool = False,
         receiver_first: bool = False,
         receive_via: Harness | None = None,
+        timeout: float = CLIENT_TIMEOUT,
     ) -> PairResult:
         """A transfer that must succeed; checked, with the py<->ww retry (quirk 1).
 
@@ -763,6 +781,7 @@ class Harness:
             allocate=allocate,
             receiver_first=receiver_first,
             receive_via=receive_via,
+            timeout=timeout,
         )
         if sender != receiver and result.both_mismatch():
             print(
@@ -778,6 +797,7 @@ class Harness:
                 allocate=allocate,
                 receiver_first=receiver_first,
                 receive_via=receive_via,
+                timeout=timeout,
             )
             result.attempts = 2
         check_success(result, self.server)

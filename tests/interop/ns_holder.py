@@ -34,6 +34,17 @@ def listener(port: int) -> socket.socket:
     return sock
 
 
+def connected(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def answer(request: bytes) -> socket.socket:
+    """`PORT`: a listener on 127.0.0.1:PORT; `connect PORT`: a connection to it."""
+    if request.startswith(b"connect "):
+        return connected(int(request.split()[1]))
+    return listener(int(request))
+
+
 def main() -> int:
     ctl = socket.socket(fileno=int(sys.argv[1]))
     try:
@@ -51,7 +62,7 @@ def main() -> int:
         if not request:
             return 0
         try:
-            sock = listener(int(request))
+            sock = answer(request)
         except (OSError, ValueError) as exc:
             ctl.send(b"error: " + str(exc).encode())
             continue

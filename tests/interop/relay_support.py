@@ -1,0 +1,225 @@
+"""Pigeonhole's transit relay and Dilation clients for the tests that force real clients
+through a relay.
+
+- `RelayProcess`: `python -m pigeonhole.transit --usage-json` on a free 127.0.0.1 port; its
+  usage records (the reference's `--log-fd` JSON lines) are collected from stdout.
+- `SplitNets`: two private namespaces (see `NetNS`), one per side of a transfer, each with
+  forwarders to the mailbox and to the relay, so no direct path exists between the sides.
+- `Fowld`: the `fowld` daemon (fowl, on magic-wormhole's Dilation) in a namespace, driven
+  through its JSON-lines stdin/stdout protocol.
+- `EchoServer`: echoes one connection on a socket (a listener inside a namespace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from interop_support import BIN, Forwarder, InteropError, Net, NetNS, kill_tree, tail
+
+import process_support
+
+FOWLD = BIN / "fowld"
+LISTENING_RE = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+#: a usage record as the relay writes it: started, total_time, waiting_time, total_bytes, mood
+Record = dict[str, Any]
+
+
+def _read_lines(stream: IO[bytes], into: Callable[[str], None]) -> threading.Thread:
+    """A daemon thread that hands each line of `stream` to `into` until EOF."""
+
+    def pump() -> None:
+        for raw in stream:
+            into(raw.decode(errors="replace").rstrip("\n"))
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+class RelayProcess:
+    """Pigeonhole's relay alone (`python -m pigeonhole.transit`), stopped by PID."""
+
+    host = "127.0.0.1"
+
+    def __init__(self, workdir: Path) -> None:
+        self.log_path = workdir / "transit-relay.log"
+        self._records: list[Record] = []
+        self._lock = threading.Lock()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pigeonhole.transit", "--host", self.host,
+                 "--port", "0", "--usage-json"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+            )  # fmt: skip
+        assert self.proc.stdout is not None
+        self._reader = _read_lines(self.proc.stdout, self._add)
+        self.port = self._wait_listening(20.0)
+
+    def _add(self, line: str) -> None:
+        with self._lock:
+            self._records.append(json.loads(line))
+
+    def _wait_listening(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while (found := LISTENING_RE.search(self.log_text())) is None:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise InteropError(f"the transit relay did not start:\n{tail(self.log_text())}")
+            time.sleep(0.05)
+        return int(found.group(1))
+
+    def records(self) -> list[Record]:
+        """Every usage record written so far, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int | None:
+        """SIGTERM (the relay drains, then exits 0); SIGKILL after 15 s."""
+        status = process_support.stop(self.proc, signal.SIGTERM)
+        self._reader.join(5)
+        return status
+
+
+def wait_for_happy(
+    records: Callable[[], list[Record]], since: int, min_bytes: int, timeout: float = 20.0
+) -> list[Record]:
+    """The `happy` records after the first `since` with at least `min_bytes`; waits for one
+    (a pair's record is written when both its connections have closed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        new = records()[since:]
+        happy = [r for r in new if r["mood"] == "happy" and r["total_bytes"] >= min_bytes]
+        if happy or time.monotonic() > deadline:
+            if not happy:
+                raise AssertionError(
+                    f"no happy pair of at least {min_bytes} bytes in the relay's usage: {new}"
+                )
+            return happy
+        time.sleep(0.1)
+
+
+class SplitNets:
+    """Two namespaces, `send` and `receive`, each forwarding to one mailbox and relay."""
+
+    def __init__(self, workdir: Path, relay: RelayProcess) -> None:
+        self.forwarder = Forwarder()
+        self._spaces: list[NetNS] = []
+        try:
+            self.send = self._net(workdir / "ns-send", relay)
+            self.receive = self._net(workdir / "ns-receive", relay)
+        except BaseException:
+            self.close()
+            raise
+
+    def _net(self, workdir: Path, relay: RelayProcess) -> Net:
+        workdir.mkdir(parents=True, exist_ok=True)
+        netns = NetNS(workdir)
+        self._spaces.append(netns)
+        return Net(relay, self.forwarder, netns)
+
+    def close(self) -> None:
+        for netns in self._spaces:
+            netns.close()
+        self.forwarder.close()
+
+
+class Fowld:
+    """`fowld` in a namespace under `timeout`; JSON commands in, JSON messages out."""
+
+    def __init__(self, net: Net, mailbox: str, workdir: Path, timeout: float) -> None:
+        workdir.mkdir(parents=True)
+        self.err_path = workdir / "stderr.log"
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        argv = ["timeout", "-k", "5", f"{timeout:g}", str(FOWLD), "--mailbox", mailbox]
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                net.wrap(argv, workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, cwd=workdir,
+            )  # fmt: skip
+        assert self.proc.stdout is not None
+        _read_lines(self.proc.stdout, self._parse)
+
+    def _parse(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = {"kind": "unparsed", "line": line}
+        self.messages.put(message)
+
+    def send(self, **command: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, kind: str, timeout: float = 60.0) -> dict[str, Any]:
+        """The next message of `kind` (earlier ones of other kinds are kept in `seen`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self.messages.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                why = f"fowld sent no {kind!r} in {timeout} s\n{self.describe()}"
+                raise InteropError(why) from None
+            self.seen.append(message)
+            if message.get("kind") == kind:
+                return message
+            if message.get("kind") in ("error", "closed"):
+                raise InteropError(f"fowld said {message} before {kind!r}\n{self.describe()}")
+
+    def describe(self) -> str:
+        stderr = self.err_path.read_text(errors="replace")
+        return f"messages: {self.seen}\nstderr:\n{tail(stderr)}"
+
+    def close(self, timeout: float = 15.0) -> int:
+        """Ask for a session close, wait for the exit; then the process tree is killed."""
+        with contextlib.suppress(OSError, ValueError):
+            self.send(kind="session-close", timeout=5)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return -1
+        finally:
+            kill_tree(self.proc)
+
+
+class EchoServer:
+    """Echoes what the first connection on `listener` sends, in a daemon thread."""
+
+    def __init__(self, listener: socket.socket, timeout: float = 60.0) -> None:
+        self.listener = listener
+        self.listener.settimeout(timeout)
+        self.echoed = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+            with conn:
+                conn.settimeout(self.listener.gettimeout())
+                while data := conn.recv(1 << 16):
+                    conn.sendall(data)
+                    self.echoed += len(data)
+        except OSError as exc:
+            self.error = exc
+
+    def close(self) -> None:
+        self.listener.close()
+        self._thread.join(5)
