@@ -17,7 +17,6 @@ import base64
 import logging
 import secrets
 import ssl
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -38,9 +37,9 @@ from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
 from pigeonhole.server.admin import make_admin_app
-from pigeonhole.server.cluster import Node
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.context import Peer
+from pigeonhole.server.deciding import Decider
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
@@ -49,7 +48,7 @@ from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.status import StatusRings
-from pigeonhole.server.storage import PostgresStorage, make_storage
+from pigeonhole.server.storage import make_storage
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import GroupCommitter, Syncer
 from pigeonhole.store.helper import StoreHelper
@@ -58,9 +57,6 @@ from pigeonhole.store.sqlite import StoreError
 log = logging.getLogger("pigeonhole.server")
 
 CLOSE_GOING_AWAY = 1001
-#: seconds a thread waiting for the GIL waits before the running one must hand it over
-#: (bench/README.md: 5 ms default, 1, 0.5 and 0.2 ms measured; 1 ms was best)
-GIL_SWITCH_INTERVAL = 0.001
 #: a connection quiet for one to two of these is pinged, and dropped one later if silent
 HEARTBEAT_INTERVAL = 30.0
 #: seconds between the status rings' samples (server/status.py)
@@ -95,13 +91,6 @@ class MailboxServer:
         self.ledger = self.rendezvous.ledger
         #: where the state is stored: SQLite in the data directory, or PostgreSQL
         self.storage = make_storage(config)
-        #: with PostgreSQL, this process is one node of a server whose state lives in the
-        #: database (server/cluster.py); None on SQLite, where memory holds the state
-        self.cluster: Node | None = (
-            Node(self, self.storage.store, SECURE_RANDOMNESS)
-            if isinstance(self.storage, PostgresStorage)
-            else None
-        )
         self.disk = DiskWatch(config.data_dir, config.disk_free_watermark)
         self.log_summary = LogSummary(log, time.monotonic)
         #: why commits fail, while they do (None: they do not)
@@ -111,6 +100,9 @@ class MailboxServer:
             syncer, self._storage_failed, self.metrics.observe_commit, self._storage_recovered
         )
         self.connections: set[Connection] = set()
+        #: how commands are decided: in memory as they arrive (SQLite), or in batches in
+        #: the database this process shares with other nodes (PostgreSQL)
+        self.decider: Decider = self.storage.decider(self, SECURE_RANDOMNESS)
         self._trusted = parse_networks(config.trusted_proxies)
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.Server | None = None
@@ -319,16 +311,11 @@ class MailboxServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.config.commit_sync == "thread" and self.config.store is None:
-            # the fdatasync worker needs the GIL back the moment its sync returns, and a
-            # busy loop thread would hold it for up to the default 5 ms: every reply waits
-            sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._started_at = self.clock()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)  # the archive's, at least
         self.ledger.disk_low = self.disk.check()
         await self.storage.open(self.rendezvous, self._started_at)
-        if self.cluster is not None:
-            await self.cluster.start()
+        await self.decider.start()
         nameplates, mailboxes = self.alive()
         self.status.begin(self._started_at)
         if self.config.admin:
@@ -421,8 +408,7 @@ class MailboxServer:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self._drain_or_abandon()
-        if self.cluster is not None:
-            await self.cluster.stop()
+        await self.decider.stop()
         self.log_summary.flush()
         await self.storage.close()
         log.info("pigeonhole stopped")
@@ -480,28 +466,14 @@ class MailboxServer:
 
     def alive(self) -> tuple[int, int]:
         """(nameplates, mailboxes) alive: in memory, or in the shared database."""
-        if self.cluster is not None:
-            return self.cluster.counts()
-        return self.rendezvous.counts()
+        return self.decider.alive()
 
     async def prune_now(self) -> int:
         """Prune idle channels and wait until the deletions are committed.
 
-        With several nodes, only the leader prunes (server/cluster.py).
+        With several nodes, only the leader prunes (server/node/).
         """
-        if self.cluster is not None:
-            if not self.cluster.leader:
-                return 0
-            pruned = await self.cluster.prune()
-            self.metrics.pruned_mailboxes += pruned
-            if pruned:
-                log.info("pruned %d idle mailboxes", pruned)
-            return pruned
-        effects: list[fx.Effect] = []
-        pruned = self.rendezvous.prune(self.clock(), self.config.prune_expiry, effects)
-        barrier = self.committer.submit(effects)
-        if barrier is not None:
-            await barrier
+        pruned = await self.decider.prune()
         self.metrics.pruned_mailboxes += pruned
         if pruned:
             log.info("pruned %d idle mailboxes", pruned)
@@ -511,22 +483,10 @@ class MailboxServer:
         """Connection and channel counts into the usage records; with several nodes,
         the leader writes one sample for the whole server."""
         now = self.clock()
-        if self.cluster is not None:
-            if not self.cluster.leader:
-                return
-            (
-                connections,
-                bound,
-                subscribed,
-                nameplates,
-                mailboxes,
-            ) = await self.cluster.server_counts(now)
-        else:
-            conns = self.connections
-            connections = len(conns)
-            bound = sum(1 for c in conns if c.session.bound)
-            subscribed = sum(1 for c in conns if c.session.mailbox is not None)
-            nameplates, mailboxes = self.rendezvous.counts()
+        counts = await self.decider.usage_counts(now)
+        if counts is None:
+            return
+        connections, bound, subscribed, nameplates, mailboxes = counts
         blur = self.config.blur_usage
         sample = fx.UsageConnectionCount(
             sampled=blur_time(now, blur),

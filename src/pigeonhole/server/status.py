@@ -234,7 +234,7 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "commit_sync": c.commit_sync,
             "peer_delivery": c.peer_delivery,
             "helper_starts": server.helper.started if server.helper is not None else None,
-            "node": _node(server),
+            "node": server.decider.status(),
         },
         "health": server.health_problem() or "ok",
         "blurred": bool(c.blur_usage),
@@ -313,18 +313,3 @@ def _top(counts: Counter[str]) -> list[list[Any]]:
 
 def _second(item: tuple[str, int]) -> int:
     return item[1]
-
-
-def _node(server: ServerView) -> dict[str, Any] | None:
-    """This node of a shared PostgreSQL store: whether it leads, how many nodes report."""
-    node = server.cluster
-    if node is None:
-        return None
-    return {
-        "id": node.id,
-        "leader": node.leader,
-        "nodes": node.nodes_alive,
-        "batches": node.batches,
-        "commands": node.commands,
-        "collisions": node.conflicts,
-    }

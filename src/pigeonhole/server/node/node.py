@@ -20,7 +20,7 @@ the database holds it, so a node keeps nothing a client depends on but its conne
 - **Messages to other nodes** ride the batch's NOTIFY (one notification per batch, more
   only past PostgreSQL's 8000-byte payload limit; a body too big to carry is read from
   the table by the receiving node). Every node, this one included, hands them to its
-  readers (server/subscriptions.py), except the sender's own connection, which got its
+  readers (server/node/subscriptions.py), except the sender's own connection, which got its
   echo straight after the commit.
 - **The leader** (a session advisory lock: store/postgres.py `lead`) prunes idle channels
   and writes the usage samples, summing every node's connection counts from
@@ -56,7 +56,7 @@ from pigeonhole.protocol.channels import (
 )
 from pigeonhole.protocol.ledger import Ledger
 from pigeonhole.protocol.session import Session, Step, Wants, error_frame
-from pigeonhole.server.subscriptions import Subscriptions
+from pigeonhole.server.node.subscriptions import Subscriptions
 from pigeonhole.store.group_commit import RETRY_FIRST, RETRY_MAX
 from pigeonhole.store.postgres import (
     Conflict,
@@ -75,7 +75,7 @@ from pigeonhole.store.shared import (
 )
 from pigeonhole.store.sqlite import StoreError
 
-log = logging.getLogger("pigeonhole.cluster")
+log = logging.getLogger("pigeonhole.node")
 
 #: commands decided in one transaction at most, and lanes of batches a node runs at once
 #: (one measured best on this 2-core machine, where the node, PostgreSQL and the load
@@ -111,7 +111,6 @@ class Member(Protocol):
     @property
     def address(self) -> str: ...
 
-    def emit(self, msg: dict[str, Any], step: Step) -> None: ...
     def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None: ...
     def deliver(self, frame: dict[str, Any]) -> None: ...
     def flooded(self, msg: dict[str, Any]) -> None: ...
@@ -149,7 +148,7 @@ class Node:
         self.id = secrets.token_hex(8)
         self._queues: dict[Member, deque[dict[str, Any]]] = {}
         #: per lane, connections with a queued command and none in a running batch
-        #: (ordered sets; server/cluster.py `_lane_of`)
+        #: (ordered sets; server/node/node.py `_lane_of`)
         self._lanes: list[dict[Member, None]] = [{} for _ in range(BATCHES_IN_FLIGHT)]
         self._wakes = [asyncio.Event() for _ in range(BATCHES_IN_FLIGHT)]
         self._inflight: set[Member] = set()
@@ -202,7 +201,7 @@ class Node:
 
     # -- commands -------------------------------------------------------------------
 
-    def enqueue(self, conn: Member, msg: dict[str, Any], frame: str | bytes) -> None:
+    def submit(self, conn: Member, msg: dict[str, Any], frame: str | bytes) -> None:
         """Queue a decoded command (`frame`: as received); it is decided in a later batch,
         in order."""
         # JSON can only spell U+0000 as an escape: most frames are not walked at all
@@ -306,7 +305,7 @@ class Node:
         refused = [(c, run[0]) for c, run in batch if run[0]["type"] == _REFUSE]
         if refused:
             for conn, note in refused:
-                conn.emit(note["orig"], _refusal(note["orig"], note["error"]))
+                conn.emit_run([(note["orig"], _refusal(note["orig"], note["error"]))])
             batch = [(c, run) for c, run in batch if run[0]["type"] != _REFUSE]
             if not batch:
                 return
@@ -351,7 +350,8 @@ class Node:
                     log.warning("the database refused a command: %s", err)
                     if conn.session.mailbox is None:
                         self.subscriptions.drop(conn)
-                    conn.emit(msg, _refusal(msg, "server could not store this command"))
+                    refusal = _refusal(msg, "server could not store this command")
+                    conn.emit_run([(msg, refusal)])
                     return
                 for conn, run in batch:
                     for msg in run:
@@ -586,13 +586,38 @@ class Node:
         conns = self.host.connections
         return len(conns), sum(1 for c in conns if c.session.bound), len(self.subscriptions)
 
-    def counts(self) -> tuple[int, int]:
+    def alive(self) -> tuple[int, int]:
         return self.totals[0], self.totals[1]
+
+    def status(self) -> dict[str, Any]:
+        """Whether this node leads, how many nodes report, what it decided."""
+        return {
+            "id": self.id,
+            "leader": self.leader,
+            "nodes": self.nodes_alive,
+            "batches": self.batches,
+            "commands": self.commands,
+            "collisions": self.conflicts,
+        }
+
+    def figures(self) -> list[tuple[str, str, int]]:
+        """Its batches, collisions, notifications and leadership, for /metrics."""
+        return [
+            ("pigeonhole_node_batches_total", "counter", self.batches),
+            ("pigeonhole_node_commands_total", "counter", self.commands),
+            ("pigeonhole_node_conflicts_total", "counter", self.conflicts),
+            ("pigeonhole_node_notifications_total", "counter", self.store.notifications),
+            ("pigeonhole_node_relistens_total", "counter", self.store.relistens),
+            ("pigeonhole_node_leader", "gauge", int(self.leader)),
+        ]
 
     # -- the leader's work ------------------------------------------------------------------
 
     async def prune(self) -> int:
-        """Delete channels idle past the expiry (no reader on any node touched them)."""
+        """The leader deletes channels idle past the expiry (no reader on any node touched
+        them); other nodes prune nothing."""
+        if not self.leader:
+            return 0
         host = self.host
         expiry = host.config.prune_expiry
         pruned = 0
@@ -627,9 +652,12 @@ class Node:
             if done == 0 or len(idle) < PRUNE_CHUNK:
                 return pruned
 
-    async def server_counts(self, now: float) -> tuple[int, int, int, int, int]:
+    async def usage_counts(self, now: float) -> tuple[int, int, int, int, int] | None:
         """(connections, bound, subscribed, nameplates, mailboxes) of the whole server:
-        every live node's connections summed (this one's as of now), for a usage sample."""
+        every live node's connections summed (this one's as of now), for the leader's usage
+        sample; None on the other nodes."""
+        if not self.leader:
+            return None
         await self.store.report_node(self.id, self.host.started_at, now, self._own_counts())
         _, connections, bound, subscribed = await self.store.node_sums(now - NODE_STALE)
         nameplates, mailboxes, _ = await self.store.totals()
