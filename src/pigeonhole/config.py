@@ -71,6 +71,11 @@ class ServerConfig:
     #: seconds a client may stay behind (over 64 KiB unread) before it is dropped
     send_timeout: float = 30.0
     commit_sync: CommitSync = "process"
+    #: batches a node of a shared PostgreSQL store decides at once, each on a writer
+    #: connection of its own (one measured best on a 2-core machine where the node,
+    #: PostgreSQL and the load share the cores; a database across a network, where a
+    #: batch mostly waits, is where more lanes pay)
+    node_lanes: int = 1
     peer_delivery: PeerDelivery = "immediate"
     #: seconds a new connection has to send its whole request head before it is dropped
     handshake_timeout: float = 10.0

@@ -86,12 +86,41 @@ async def test_an_exchange_across_nodes(nodes) -> None:
     _, _, metrics = await http_get(f"http://127.0.0.1:{two.admin_port}/metrics")
     assert f"pigeonhole_node_leader {int(node_two.leader)}\n" in metrics
     # the status page names the node, whether it leads, and how many nodes report
-    await node_two._report()
+    await node_two.report()
     _, _, text = await http_get(f"http://127.0.0.1:{two.admin_port}/status.json")
     node = json.loads(text)["store"]["node"]
     assert node["id"] == node_two.id and node["nodes"] == 2
     assert node["leader"] == node_two.leader and node["batches"] == node_two.batches
     assert node_two.batches > 0 and node_two.store.notifications > 0
+
+
+async def test_nodes_deciding_several_batches_at_once_keep_each_exchange(
+    tmp_path: Path,
+) -> None:
+    """`node_lanes`: batches of different nameplates run side by side on each node, and
+    every exchange still gets its claim, its messages in order, and its close."""
+    with fresh_database() as url:
+        async with (
+            MailboxServer(base_config(tmp_path / "one", store=url, node_lanes=3)) as one,
+            MailboxServer(base_config(tmp_path / "two", store=url, node_lanes=3)) as two,
+        ):
+
+            async def exchange(name: str) -> list[str]:
+                a, b = await _bound(one, "a"), await _bound(two, "b")
+                mailbox = await a.claim(name)
+                assert await b.claim(name) == mailbox
+                await a.open(mailbox)
+                await b.open(mailbox)
+                for i in range(3):
+                    await a.add(str(i), f"{i:02d}")
+                got = [(await b.next_non_ack())["body"] for _ in range(3)]
+                await a.close(mood="happy")
+                await b.close(mood="happy")
+                return got
+
+            results = await asyncio.gather(*(exchange(str(20 + i)) for i in range(6)))
+            assert results == [["00", "01", "02"]] * 6
+            assert node_of(one).batches > 0 and node_of(two).batches > 0
 
 
 async def test_crowded_on_the_third_side_from_any_node(nodes) -> None:

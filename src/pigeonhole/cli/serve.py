@@ -264,6 +264,14 @@ log = logging.getLogger("pigeonhole.serve")
     "see bench/README.md. Durable every way.",
 )
 @click.option(
+    "--node-lanes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="With --store: batches of commands this node decides at once, each on a database "
+    "connection of its own (more pay when the database is across a network).",
+)
+@click.option(
     "--peer-delivery",
     type=click.Choice(["immediate", "durable"]),
     default="immediate",
@@ -392,6 +400,7 @@ def serve(
     max_buffered_bytes: int,
     send_timeout: float,
     commit_sync: str,
+    node_lanes: int,
     peer_delivery: str,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -458,6 +467,7 @@ def serve(
         max_buffered_bytes=max_buffered_bytes,
         send_timeout=send_timeout,
         commit_sync=cast(CommitSync, commit_sync),
+        node_lanes=node_lanes,
         peer_delivery="durable" if peer_delivery == "durable" else "immediate",
         tls_cert=tls_cert,
         tls_key=tls_key,

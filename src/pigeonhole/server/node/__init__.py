@@ -5,6 +5,8 @@ decided in batches inside the database's transactions, messages reach other node
 readers through NOTIFY, and one node, the leader, prunes and samples usage.
 """
 
-from pigeonhole.server.node.node import Node, NodeHost
+from pigeonhole.server.node.host import NodeHost
+from pigeonhole.server.node.node import Node
+from pigeonhole.server.node.refusals import NUL_REFUSED
 
-__all__ = ["Node", "NodeHost"]
+__all__ = ["NUL_REFUSED", "Node", "NodeHost"]
