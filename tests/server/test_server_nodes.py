@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from importlib import resources
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
@@ -20,7 +19,7 @@ from server_support import APPID, base_config, http_get, open_client, strip, usa
 from pigeonhole.protocol.errors import CROWDED
 from pigeonhole.server.app import MailboxServer
 from pigeonhole.server.node import Node
-from pigeonhole.store.postgres import POSTGRES_VERSION
+from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
 from postgres_support import fresh_database
 
 
@@ -162,7 +161,7 @@ async def test_a_nul_character_is_refused_not_stored(nodes) -> None:
 
 async def test_a_version_1_database_is_upgraded_and_its_channels_resume(tmp_path: Path) -> None:
     """The schema is versioned: a database the one-node store (v1) left is upgraded in place."""
-    v1 = (resources.files("pigeonhole.store") / "schema" / "postgres-v1.sql").read_text()
+    v1 = schema_sql("postgres-v1.sql")
     with fresh_database() as url:
 
         async def make_v1() -> None:

@@ -23,7 +23,7 @@ from pigeonhole.config import (
 )
 from pigeonhole.protocol.limits import Limits, MiB
 from pigeonhole.server.app import MailboxServer
-from pigeonhole.store.sqlite import StoreError
+from pigeonhole.store.errors import StoreError
 
 log = logging.getLogger("pigeonhole.serve")
 

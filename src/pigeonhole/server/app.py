@@ -50,9 +50,9 @@ from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.status import StatusRings
 from pigeonhole.server.storage import make_storage
 from pigeonhole.server.websocket import MailboxSocket
+from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import GroupCommitter, Syncer
-from pigeonhole.store.helper import StoreHelper
-from pigeonhole.store.sqlite import StoreError
+from pigeonhole.store.sqlite.helper import StoreHelper
 
 log = logging.getLogger("pigeonhole.server")
 

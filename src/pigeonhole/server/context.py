@@ -24,7 +24,7 @@ from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.storage import Storage
 from pigeonhole.store.group_commit import GroupCommitter
-from pigeonhole.store.helper import StoreHelper
+from pigeonhole.store.sqlite.helper import StoreHelper
 
 
 class Peer(Protocol):

@@ -22,10 +22,11 @@ from pigeonhole.protocol.channels import Randomness, Rendezvous
 from pigeonhole.server.deciding import Decider, LocalDecider, LocalHost
 from pigeonhole.server.node import Node, NodeHost
 from pigeonhole.server.replay import BodyLoader
+from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import Done, LocalSyncer, Syncer
-from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.postgres import PostgresStore, encode_batch
-from pigeonhole.store.sqlite import BodyReader, SqliteStore, StoreError
+from pigeonhole.store.sqlite import BodyReader, SqliteStore
+from pigeonhole.store.sqlite.helper import StoreHelper
 
 #: seconds a thread waiting for the GIL waits before the running one must hand it over
 #: (bench/README.md: 5 ms default, 1, 0.5 and 0.2 ms measured; 1 ms was best)
@@ -121,7 +122,7 @@ class SqliteStorage:
 
 
 class PostgresStorage:
-    """A PostgreSQL database (store/postgres.py) shared by any number of nodes: nothing is
+    """A PostgreSQL database (store/postgres/) shared by any number of nodes: nothing is
     loaded into memory; the node (server/node/) decides in the database."""
 
     kind = "PostgreSQL"

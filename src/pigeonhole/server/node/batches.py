@@ -1,8 +1,8 @@
 """Deciding a batch of commands in one transaction of the shared database.
 
 The node takes the next run of commands of every ready connection (server/node/queues.py)
-and decides them together (store/postgres.py `decide`): lock and load what they read, run
-each on a `Session.fork` against a `Rendezvous` of those rows (store/shared.py), the same
+and decides them together (store/postgres/store.py `decide`): lock and load what they read, run
+each on a `Session.fork` against a `Rendezvous` of those rows (store/postgres/shared.py), the same
 protocol core as on SQLite, write the effects, NOTIFY, commit. Only then do replies leave
 and the forks become the sessions' state. A batch that collides with another node's (two
 nodes made the same nameplate; a deadlock) is rolled back and decided again from fresh
@@ -30,10 +30,16 @@ from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.notifications import Notifications, note, payloads
 from pigeonhole.server.node.queues import Batch, Queues
 from pigeonhole.server.node.refusals import NOT_STORED, REFUSE, refusal
+from pigeonhole.store.errors import Conflict, Refused, StoreError
 from pigeonhole.store.group_commit import RETRY_FIRST, RETRY_MAX
-from pigeonhole.store.postgres import Conflict, PostgresStore, Refused, encode_effects, encode_rows
-from pigeonhole.store.shared import Cover, batch_spec, loaded_rendezvous, new_messages, touches
-from pigeonhole.store.sqlite import StoreError
+from pigeonhole.store.postgres import PostgresStore, encode_effects, encode_rows
+from pigeonhole.store.postgres.shared import (
+    Cover,
+    batch_spec,
+    loaded_rendezvous,
+    new_messages,
+    touches,
+)
 
 log = logging.getLogger("pigeonhole.node")
 

@@ -2,7 +2,7 @@
 
 Each second a node reads the database's totals, reports its connection counts into
 `channel.nodes`, and tries for the leader lock (a session advisory lock on a connection of
-its own: store/postgres.py `lead`), so exactly one node leads and a node that dies lets go
+its own: store/postgres/store.py `lead`), so exactly one node leads and a node that dies lets go
 with its connection. The leader prunes idle channels and writes the usage samples,
 summing every live node's counts. Each node touches the mailboxes its readers hold open
 every TOUCH_EVERY seconds, so a mailbox read on any node is never pruned; a new leader
@@ -23,7 +23,7 @@ from pigeonhole.server.node.figures import Figures
 from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.subscriptions import Subscriptions
 from pigeonhole.store.postgres import PostgresStore, encode_batch
-from pigeonhole.store.shared import batch_spec, loaded_rendezvous
+from pigeonhole.store.postgres.shared import batch_spec, loaded_rendezvous
 
 log = logging.getLogger("pigeonhole.node")
 
