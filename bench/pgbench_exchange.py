@@ -3,7 +3,7 @@
 One exchange's effects come from the protocol core itself (two sessions bind, claim,
 open, add three messages each, release and close), encoded as the PostgreSQL store
 encodes them for `channel.apply_batch`, one write at a time (version 2's form, still
-taken: a node's own grouping, store/parts.py, would fold a whole exchange in one
+taken: a node's own grouping, store/postgres/parts.py, would fold a whole exchange in one
 transaction down to its deletes, which no real batch sees); pgbench then runs that
 batch as one transaction per exchange, with fresh keys each time, at 1, 8 and 32
 clients on a scratch database with Pigeonhole's schema, which is dropped afterwards.

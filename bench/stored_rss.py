@@ -27,7 +27,7 @@ Storing goes through the protocol, `--concurrency` connections at a time: connec
 mailbox and its messages stay. At each step (cumulative: 0, then up to 256 MiB, then
 up to 1 GiB) the script waits `--settle` seconds and reads VmRSS and VmHWM
 (/proc/PID/status) of the server's process and its descendants: for Pigeonhole the
-server process plus its store helper (`pigeonhole.store.helper_main`, which writes and
+server process plus its store helper (`pigeonhole.store.sqlite.helper_main`, which writes and
 fdatasyncs each batch), summed and shown apart; and the data directory's size on disk
 (allocated blocks of every file in it, WAL included, the server's log excluded).
 
@@ -142,7 +142,7 @@ def proc_role(pid: int, root: int) -> str:
         return "gone"
     if pid == root:
         return "server"
-    if b"pigeonhole.store.helper_main" in argv:
+    if b"pigeonhole.store.sqlite.helper_main" in argv:
         return "store helper"
     return "child"
 

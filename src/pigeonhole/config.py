@@ -57,6 +57,8 @@ class ServerConfig:
         " of SQLite in --data-dir; any number of nodes on one database are one server.",
         metavar="postgresql://USER@HOST:PORT/DBNAME",
     )
+    #: each lane is a writer connection of its own; one measured best on 2 cores shared by
+    #: the node, PostgreSQL and the load; a database across a network is where more pay
     node_lanes: int = setting(
         1, "Batches a PostgreSQL node decides at once (on writer connections of its own).", min=1
     )

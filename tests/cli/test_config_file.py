@@ -94,3 +94,14 @@ def test_a_server_runs_from_the_file_on_every_address(tmp_path: Path) -> None:
         assert "ffff" not in json.dumps(four)  # IPv4 clients are seen as IPv4
         assert (tmp_path / "data" / "channel.sqlite").exists()
     assert server.returncode == 0, server.output()
+
+
+def test_node_lanes_is_an_option_like_the_others(tmp_path: Path) -> None:
+    """A node's batches at once come from the command line, the environment or the file
+    (nothing below the command line reads the environment)."""
+    assert json.loads(check(tmp_path, "").output)["node_lanes"] == 1
+    assert json.loads(check(tmp_path, "node-lanes = 3\n").output)["node_lanes"] == 3
+    got = check(tmp_path, "", env={"PIGEONHOLE_SERVE_NODE_LANES": "2"})
+    assert json.loads(got.output)["node_lanes"] == 2
+    assert json.loads(check(tmp_path, "", "--node-lanes", "4").output)["node_lanes"] == 4
+    assert check(tmp_path, "", "--node-lanes", "0").exit_code == 2

@@ -187,7 +187,7 @@ def test_files_it_does_not_understand_are_refused_and_nothing_is_written(
     future = reference_database(tmp_path / "future.sqlite", "channel-v1.sql", 3)
     # Pigeonhole's own channel database: a version table, but not the reference's tables
     ours = tmp_path / "ours"
-    from pigeonhole.store.migrations import create_or_check
+    from pigeonhole.store.sqlite.migrations import create_or_check
 
     ours.mkdir()
     create_or_check(ours / "channel.sqlite", "channel", 2)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_SQL = Path(__file__).parents[2] / "src" / "pigeonhole" / "store" / "schema" / "usage-v1.sql"
+SRC = Path(__file__).parents[2] / "src" / "pigeonhole"
+SCHEMA_SQL = SRC / "store" / "sqlite" / "schema" / "usage-v1.sql"
 
 
 def create_usage_db(path: Path) -> sqlite3.Connection:

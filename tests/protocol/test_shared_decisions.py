@@ -1,7 +1,7 @@
 """The protocol core deciding on loaded rows, as a node of a shared store does.
 
 `Session.wants` says what a command reads; `Session.fork` decides on another rendezvous
-and `adopt` keeps the result only once it committed; store/shared.py builds the
+and `adopt` keeps the result only once it committed; store/postgres/shared.py builds the
 rendezvous from the rows `channel.lock_and_load` returns. Pure: no database here.
 """
 
@@ -14,7 +14,7 @@ from pigeonhole.protocol.channels import Randomness
 from pigeonhole.protocol.errors import CROWDED, GREEDY
 from pigeonhole.protocol.limits import ADDRESS_NAMEPLATES, Limits
 from pigeonhole.protocol.session import Session
-from pigeonhole.store.shared import Cover, batch_spec, loaded_rendezvous, touches
+from pigeonhole.store.postgres.shared import Cover, batch_spec, loaded_rendezvous, touches
 
 NOW = 1_000.0
 _ids = itertools.count(1)

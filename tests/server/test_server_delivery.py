@@ -18,8 +18,8 @@ from server_support import Client, Frame, strip
 
 from pigeonhole.protocol.effects import Effect
 from pigeonhole.store.group_commit import RELEASE_PER_ITERATION, Done
-from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.sqlite import SqliteStore
+from pigeonhole.store.sqlite.helper import StoreHelper
 
 #: how long a frame that must not arrive yet is waited for
 QUIET = 0.3

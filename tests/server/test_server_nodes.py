@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from importlib import resources
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
@@ -19,7 +18,8 @@ from server_support import APPID, base_config, http_get, open_client, strip, usa
 
 from pigeonhole.protocol.errors import CROWDED
 from pigeonhole.server.app import MailboxServer
-from pigeonhole.store.postgres import POSTGRES_VERSION
+from pigeonhole.server.node import Node
+from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
 from postgres_support import fresh_database
 
 
@@ -35,6 +35,12 @@ async def nodes(tmp_path: Path) -> AsyncIterator[tuple[MailboxServer, MailboxSer
         finally:
             await two.stop()
             await one.stop()
+
+
+def node_of(srv: MailboxServer) -> Node:
+    """The server's decider: a node of the shared store."""
+    assert isinstance(srv.decider, Node)
+    return srv.decider
 
 
 async def _bound(srv: MailboxServer, side: str, appid: str = APPID):  # type: ignore[no-untyped-def]
@@ -72,19 +78,48 @@ async def test_an_exchange_across_nodes(nodes) -> None:
     await b.quiet()
     rows = usage_rows(one.config, "mailboxes")
     assert [(r["result"], r["for_nameplate"]) for r in rows] == [("happy", 1)]
-    assert one.cluster is not None and two.cluster is not None
-    assert await one.cluster.store.totals() == (0, 0, 0)
+    node_one, node_two = node_of(one), node_of(two)
+    assert await node_one.store.totals() == (0, 0, 0)
     # exactly one of them leads (prunes, samples usage); each decided in batches
-    assert one.cluster.leader != two.cluster.leader
+    assert node_one.leader != node_two.leader
     _, _, metrics = await http_get(f"http://127.0.0.1:{two.admin_port}/metrics")
-    assert f"pigeonhole_node_leader {int(two.cluster.leader)}\n" in metrics
+    assert f"pigeonhole_node_leader {int(node_two.leader)}\n" in metrics
     # the status page names the node, whether it leads, and how many nodes report
-    await two.cluster._report()
+    await node_two.report()
     _, _, text = await http_get(f"http://127.0.0.1:{two.admin_port}/status.json")
     node = json.loads(text)["store"]["node"]
-    assert node["id"] == two.cluster.id and node["nodes"] == 2
-    assert node["leader"] == two.cluster.leader and node["batches"] == two.cluster.batches
-    assert two.cluster.batches > 0 and two.cluster.store.notifications > 0
+    assert node["id"] == node_two.id and node["nodes"] == 2
+    assert node["leader"] == node_two.leader and node["batches"] == node_two.batches
+    assert node_two.batches > 0 and node_two.store.notifications > 0
+
+
+async def test_nodes_deciding_several_batches_at_once_keep_each_exchange(
+    tmp_path: Path,
+) -> None:
+    """`node_lanes`: batches of different nameplates run side by side on each node, and
+    every exchange still gets its claim, its messages in order, and its close."""
+    with fresh_database() as url:
+        async with (
+            MailboxServer(base_config(tmp_path / "one", store=url, node_lanes=3)) as one,
+            MailboxServer(base_config(tmp_path / "two", store=url, node_lanes=3)) as two,
+        ):
+
+            async def exchange(name: str) -> list[str]:
+                a, b = await _bound(one, "a"), await _bound(two, "b")
+                mailbox = await a.claim(name)
+                assert await b.claim(name) == mailbox
+                await a.open(mailbox)
+                await b.open(mailbox)
+                for i in range(3):
+                    await a.add(str(i), f"{i:02d}")
+                got = [(await b.next_non_ack())["body"] for _ in range(3)]
+                await a.close(mood="happy")
+                await b.close(mood="happy")
+                return got
+
+            results = await asyncio.gather(*(exchange(str(20 + i)) for i in range(6)))
+            assert results == [["00", "01", "02"]] * 6
+            assert node_of(one).batches > 0 and node_of(two).batches > 0
 
 
 async def test_crowded_on_the_third_side_from_any_node(nodes) -> None:
@@ -126,7 +161,7 @@ async def test_a_nul_character_is_refused_not_stored(nodes) -> None:
 
 async def test_a_version_1_database_is_upgraded_and_its_channels_resume(tmp_path: Path) -> None:
     """The schema is versioned: a database the one-node store (v1) left is upgraded in place."""
-    v1 = (resources.files("pigeonhole.store") / "schema" / "postgres-v1.sql").read_text()
+    v1 = schema_sql("postgres-v1.sql")
     with fresh_database() as url:
 
         async def make_v1() -> None:
@@ -173,14 +208,14 @@ async def test_the_leader_role_moves_when_the_leader_goes(tmp_path: Path) -> Non
         await one.start()
         await two.start()
         try:
-            assert one.cluster is not None and two.cluster is not None
-            assert one.cluster.leader and not two.cluster.leader  # the first one up leads
+            node_one, node_two = node_of(one), node_of(two)
+            assert node_one.leader and not node_two.leader  # the first one up leads
             await one.stop()
             for _ in range(50):  # a node tries for the lock every second
-                if two.cluster.leader:
+                if node_two.leader:
                     break
                 await asyncio.sleep(0.1)
-            assert two.cluster.leader
+            assert node_two.leader
         finally:
             await two.stop()
 
@@ -189,13 +224,13 @@ async def test_a_lost_listener_reconnects_and_misses_nothing(nodes) -> None:
     """Notifications sent while a node's listening connection is down are not replayed by
     PostgreSQL: the node connects again, LISTENs, and re-reads its readers' mailboxes."""
     one, two = nodes
-    assert one.cluster is not None
+    node_one = node_of(one)
     a, b = await _bound(one, "a"), await _bound(two, "b")
     mailbox = await a.claim("55")
     assert await b.claim("55") == mailbox
     await a.open(mailbox)
     await b.open(mailbox)
-    store = one.cluster.store
+    store = node_one.store
     listener = store._listener
     pid = listener.get_server_pid()
     conn = await asyncpg.connect(store.url)
@@ -243,8 +278,8 @@ async def test_commands_sent_without_waiting_are_decided_in_order(nodes) -> None
         ("a", str(i), f"0{i}") for i in range(4)
     ]
     await a.quiet()
-    assert one.cluster is not None
-    conn = await asyncpg.connect(one.cluster.store.url)
+    node_one = node_of(one)
+    conn = await asyncpg.connect(node_one.store.url)
     try:
         idle = await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity"

@@ -159,7 +159,7 @@ def store_helpers_of(pid: int) -> list[int]:
                 cmdline = f.read()
         except (FileNotFoundError, ProcessLookupError):
             continue
-        if b"pigeonhole.store.helper_main" in cmdline:
+        if b"pigeonhole.store.sqlite.helper_main" in cmdline:
             found.append(int(entry))
     return found
 

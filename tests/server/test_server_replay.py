@@ -33,7 +33,7 @@ async def test_a_replay_reads_bodies_the_cache_does_not_hold(make_server, bound)
         assert replayed == sent  # same bodies, ids and order as the echoes
         _, _, metrics = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
         assert "pigeonhole_stored_bytes 300004\n" in metrics
-        if srv.cluster is None:
+        if srv.config.store is None:  # SQLite: bodies read from its files
             assert srv.bodies.loads == 1
             assert "pigeonhole_replay_store_reads_total 1\n" in metrics
 
@@ -64,7 +64,7 @@ async def test_a_small_recent_body_is_replayed_from_the_cache(make_server, bound
 async def test_big_bodies_stay_off_the_heap_and_survive_a_restart(make_server, bound) -> None:
     async with make_server() as srv:
         sent = await _store_three(bound, srv)
-        if srv.cluster is None:
+        if srv.config.store is None:  # SQLite: bodies read from its files
             assert srv.rendezvous.bodies.size == len("00ab") + len("AAbb")  # BIG is not cached
         assert srv.ledger.stored_bytes == 300_004
     async with make_server() as again:

@@ -164,6 +164,9 @@ async def test_the_page_renders_and_updates_without_a_reload(make_server, bound,
 
             await page.until("document.body.dataset.started === '9'")
             await page.until("document.body.dataset.finished === '8'")
+            # the refusal came last: a refresh may have shown the exchanges before it
+            shown = "document.getElementById('limits').textContent"
+            await page.until(f"{shown}.includes({json.dumps(BODY_TOO_LARGE)})")
             assert await page.evaluate("window.loadMark") == "first load"
             assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
             assert await page.evaluate("Number(document.body.dataset.updates)") > updates

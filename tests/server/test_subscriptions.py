@@ -1,10 +1,10 @@
-"""A node's readers across an `open`'s replay and the live messages (server/subscriptions.py)."""
+"""A node's readers across an `open`'s replay and the live messages (server/node/)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pigeonhole.server.subscriptions import Subscriptions
+from pigeonhole.server.node.subscriptions import Subscriptions
 
 KEY = ("app", "mbox")
 

@@ -1,6 +1,6 @@
 """Random batches of writes as a node encodes them, and what applying them leaves.
 
-Shared by the pure tests of store/parts.py and the PostgreSQL test of
+Shared by the pure tests of store/postgres/parts.py and the PostgreSQL test of
 `channel.apply_batch`: writes come from a small key space (so rows are written again,
 deleted and made again within one batch), and are always valid in sequence (a nameplate
 is inserted only while it does not exist).

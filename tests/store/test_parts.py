@@ -1,4 +1,4 @@
-"""A batch's writes grouped into set-based parts (store/parts.py) leave what applying every
+"""A batch's writes grouped into set-based parts (store/postgres/parts.py) leave what applying every
 write in turn leaves: checked on hand-made batches and on random ones. Pure."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from batch_model import APP, State, apply_row, empty, random_batch
 
-from pigeonhole.store.parts import ORDER, group
+from pigeonhole.store.postgres.parts import ORDER, group
 
 #: what names a row, per kind, within one set-based statement (PostgreSQL refuses an
 #: upsert that writes one row twice, and an UPDATE ... FROM with two matches picks one)

@@ -1,5 +1,5 @@
 """`channel.apply_batch` on the real PostgreSQL: the grouped parts a node sends
-(store/parts.py) and version 2's array of single writes (a node not yet upgraded) both
+(store/postgres/parts.py) and version 2's array of single writes (a node not yet upgraded) both
 leave what applying every write in turn leaves, notifications included, in order."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 from batch_model import State, apply_row, empty, random_batch
 
-from pigeonhole.store.parts import group
 from pigeonhole.store.postgres import schema_sql
+from pigeonhole.store.postgres.parts import group
 from postgres_support import postgres_url, run
 
 __all__ = ["postgres_url"]

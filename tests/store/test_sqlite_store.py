@@ -9,8 +9,9 @@ import pytest
 
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Randomness, Rendezvous
-from pigeonhole.store.migrations import DatabaseError, schema_sql
-from pigeonhole.store.sqlite import BodyReader, SqliteStore, StoreError
+from pigeonhole.store.errors import DatabaseError, StoreError
+from pigeonhole.store.sqlite import BodyReader, SqliteStore
+from pigeonhole.store.sqlite.migrations import schema_sql
 
 
 def _rz() -> Rendezvous:

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from pigeonhole.protocol import effects as fx
+from pigeonhole.store.errors import StoreHelperError
 from pigeonhole.store.group_commit import GroupCommitter
-from pigeonhole.store.helper import StoreHelper, StoreHelperError
-from pigeonhole.store.helper_main import HEADER, decode_effects, encode_effects
 from pigeonhole.store.sqlite import WRITABLE_EFFECTS, SqliteStore
+from pigeonhole.store.sqlite.helper import StoreHelper
+from pigeonhole.store.sqlite.helper_main import HEADER, decode_effects, encode_effects
 from process_support import gone
 
 

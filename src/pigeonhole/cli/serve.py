@@ -17,7 +17,7 @@ from pigeonhole.cli.logs import setup_logging
 from pigeonhole.cli.options import build, setting_options
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.run import run
-from pigeonhole.store.sqlite import StoreError
+from pigeonhole.store.errors import StoreError
 
 #: `PIGEONHOLE_SERVE_<NAME>`: the group's PIGEONHOLE prefix and this command's name
 ENV_PREFIX = "PIGEONHOLE_SERVE"

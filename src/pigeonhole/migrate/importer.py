@@ -26,8 +26,9 @@ from pathlib import Path
 
 from pigeonhole.durable import fsync_path
 from pigeonhole.migrate import reference as ref
-from pigeonhole.store.migrations import create_or_check
-from pigeonhole.store.sqlite import CHANNEL_VERSION, USAGE_VERSION, stored_body
+from pigeonhole.store.bodies import stored_body
+from pigeonhole.store.sqlite import CHANNEL_VERSION, USAGE_VERSION
+from pigeonhole.store.sqlite.migrations import create_or_check
 
 #: the files of a data directory that hold server state
 STATE_FILES = ("channel.sqlite", "usage.sqlite")

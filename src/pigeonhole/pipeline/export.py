@@ -111,7 +111,7 @@ def _queries(schema: str) -> Queries:
 
 
 def _postgres(url: str) -> tuple[Any, Queries, str]:
-    """The usage tables of a PostgreSQL store (schema `usage`, store/schema/postgres-v1.sql)."""
+    """The usage tables of a PostgreSQL store (schema `usage`: its postgres-v1.sql)."""
     from pigeonhole.pipeline.postgres_source import PostgresReader
 
     try:

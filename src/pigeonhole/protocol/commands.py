@@ -3,7 +3,7 @@
 A row holds everything the protocol knows about a command: its handler (validate the
 message, change the session and the shared `Rendezvous`, fill the `Step`), what deciding
 it reads of the shared state (`Wants`, for a store that locks and loads state per command
-before deciding, store/shared.py), what it leaves for the later commands of a run when it
+before deciding, store/postgres/shared.py), what it leaves for the later commands of a run when it
 succeeds (so `Session.wants_run` can guess ahead), whether it is allowed before `bind`,
 and whether it stores something (refused while the server's commits fail). A new command
 is one row here; `Session` (session.py) holds a connection's state and looks rows up.

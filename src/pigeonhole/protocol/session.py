@@ -161,7 +161,7 @@ class Session:
         earlier ones succeeded (a `bind` names the app, an `open` the mailbox `add` and
         `close` use). A guess, made before anything is decided: whoever decides the run
         checks each later command's `wants` again on the state the earlier ones really
-        left (server/cluster.py), so a wrong guess costs a batch, never a wrong read."""
+        left (server/node/batches.py), so a wrong guess costs a batch, never a wrong read."""
         guess = self._copy()
         wants = []
         for msg in msgs:

@@ -2,7 +2,7 @@
 
 Both are plain records: the command handlers (commands.py) fill them, the server sends a
 step's frames and writes its effects, and a store that locks state per command
-(store/shared.py) turns `Wants` into what it locks and loads before deciding.
+(store/postgres/shared.py) turns `Wants` into what it locks and loads before deciding.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Step:
 @dataclass(slots=True)
 class Wants:
     """The shared state one command reads (what a store that loads state per command,
-    store/shared.py, must lock and load before the command is decided)."""
+    store/postgres/shared.py, must lock and load before the command is decided)."""
 
     #: nameplates by name, and mailboxes by id (with the nameplates pointing at them)
     names: list[tuple[str, str]] = field(default_factory=list)

@@ -9,16 +9,17 @@ build step, nothing fetched from elsewhere); its script reads /status.json every
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
 from importlib import resources
 
 import orjson
 from aiohttp import web
 
 from pigeonhole.server.context import ServerView
+from pigeonhole.server.routes import Handler, health_handler, metrics_handler
 from pigeonhole.server.status import StatusRings, status_json
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger("pigeonhole.server")
 
 #: the page may run only its own inline script and style, and fetch only from its origin
 PAGE_HEADERS = {
@@ -66,3 +67,28 @@ def make_admin_app(
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     return app
+
+
+async def open_admin_listener(server: ServerView, rings: StatusRings) -> tuple[web.AppRunner, int]:
+    """Serve the admin app on its own host and port: its runner, and the bound port."""
+    c = server.config
+    app = make_admin_app(server, rings, health_handler(server), metrics_handler(server))
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, c.admin_host, c.admin_port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as err:
+        log.error(
+            "cannot open the admin listener on %s port %d: %s (--admin-host, --admin-port;"
+            " --no-admin for none)",
+            c.admin_host,
+            c.admin_port,
+            err.strerror or err,
+        )
+        await runner.cleanup()
+        raise
+    port: int = runner.addresses[0][1]
+    host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
+    log.info("admin listener (status page, metrics) on http://%s:%d/status", host, port)
+    return runner, port

@@ -4,10 +4,9 @@ Lifecycle (uvicorn's shape): `start()` opens the databases, loads the live chann
 listens; `stop()` stops listening, flushes pending commits, closes every WebSocket with
 1001, and closes the databases. Also an async context manager for tests.
 
-Storage trouble is contained here: the free space of the data directory is watched
-(server/disk.py) and a failed commit sets the server refusing new writes until the
-committer, which writes the failed batch again, succeeds (store/group_commit.py). No
-connection is closed for either; `/health` answers 503 with the reason meanwhile.
+The parts it owns are each a module of their own: how commands are decided (deciding.py,
+chosen with the store in storage.py), storage trouble (health.py), the public HTTP routes
+(routes.py), the admin listener (admin.py) and the periodic jobs (timers.py).
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import asyncio
 import base64
 import logging
 import secrets
-import ssl
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -26,42 +23,39 @@ from typing import Any
 from aiohttp import web
 
 from pigeonhole import __version__
-from pigeonhole.archive.config import ArchiveConfig
-from pigeonhole.archive.endpoint import add_archive_routes
 from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.bodies import BodyCache
 from pigeonhole.protocol.channels import Randomness, Rendezvous
-from pigeonhole.protocol.limits import LIMIT_ERRORS, STORAGE_DOWN
+from pigeonhole.protocol.limits import LIMIT_ERRORS
 from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.addresses import client_address, parse_networks
-from pigeonhole.server.admin import make_admin_app
-from pigeonhole.server.cluster import Node
+from pigeonhole.server.admin import open_admin_listener
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.context import Peer
-from pigeonhole.server.disk import DiskWatch
+from pigeonhole.server.deciding import Decider
 from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
-from pigeonhole.server.listen import ALL_ADDRESSES, dual_stack_socket
+from pigeonhole.server.health import StorageHealth
+from pigeonhole.server.listen import ALL_ADDRESSES, dual_stack_socket, tls_context
 from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
+from pigeonhole.server.routes import make_public_app
 from pigeonhole.server.status import StatusRings
-from pigeonhole.server.storage import PostgresStorage, make_storage
+from pigeonhole.server.storage import make_storage
+from pigeonhole.server.timers import start_jobs
 from pigeonhole.server.websocket import MailboxSocket
+from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import GroupCommitter, Syncer
-from pigeonhole.store.helper import StoreHelper
-from pigeonhole.store.sqlite import StoreError
+from pigeonhole.store.sqlite.helper import StoreHelper
 
 log = logging.getLogger("pigeonhole.server")
 
 CLOSE_GOING_AWAY = 1001
-#: seconds a thread waiting for the GIL waits before the running one must hand it over
-#: (bench/README.md: 5 ms default, 1, 0.5 and 0.2 ms measured; 1 ms was best)
-GIL_SWITCH_INTERVAL = 0.001
 #: a connection quiet for one to two of these is pinged, and dropped one later if silent
 HEARTBEAT_INTERVAL = 30.0
 #: seconds between the status rings' samples (server/status.py)
@@ -96,22 +90,24 @@ class MailboxServer:
         self.ledger = self.rendezvous.ledger
         #: where the state is stored: SQLite in the data directory, or PostgreSQL
         self.storage = make_storage(config)
-        #: with PostgreSQL, this process is one node of a server whose state lives in the
-        #: database (server/cluster.py); None on SQLite, where memory holds the state
-        self.cluster: Node | None = (
-            Node(self, self.storage.store, SECURE_RANDOMNESS)
-            if isinstance(self.storage, PostgresStorage)
-            else None
-        )
-        self.disk = DiskWatch(config.data_dir, config.disk_free_watermark)
         self.log_summary = LogSummary(log, time.monotonic)
-        #: why commits fail, while they do (None: they do not)
-        self.storage_error: str | None = None
+        #: failing commits and a full disk: what is refused meanwhile, and /health's reason
+        self.health = StorageHealth(
+            config,
+            self.storage,
+            self.ledger,
+            (self.metrics, self.log_summary),
+            lambda: self.committer.failing,
+        )
+        self.disk = self.health.disk
         syncer: Syncer = self.storage.syncer
         self.committer = GroupCommitter(
-            syncer, self._storage_failed, self.metrics.observe_commit, self._storage_recovered
+            syncer, self.health.failed, self.metrics.observe_commit, self.health.recovered
         )
         self.connections: set[Connection] = set()
+        #: how commands are decided: in memory as they arrive (SQLite), or in batches in
+        #: the database this process shares with other nodes (PostgreSQL)
+        self.decider: Decider = self.storage.decider(self, SECURE_RANDOMNESS)
         self._trusted = parse_networks(config.trusted_proxies)
         self._prefix = config.ipv6_prefix
         self._runner: web.AppRunner | None = None
@@ -119,7 +115,7 @@ class MailboxServer:
         self._timers: list[asyncio.Task[None]] = []
         self._started_at = 0.0
         self.port = config.port
-        self.app = self._make_app()
+        self.app = make_public_app(self, self._peer_of, self.health.refusing)
         #: the live status page's rings, and the admin listener that serves it (and
         #: /metrics); `admin_port` is the bound port once started (None: no listener)
         self.status = StatusRings(self)
@@ -127,32 +123,6 @@ class MailboxServer:
         self.admin_port: int | None = None
 
     # -- HTTP -------------------------------------------------------------------
-
-    def _make_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/", self._root)
-        app.router.add_get("/health", self._health)
-        if self.config.public_metrics:  # else on the admin listener only
-            app.router.add_get("/metrics", self._metrics)
-        app.router.add_get(self.config.websocket_path, self._websocket)
-        c = self.config
-        if c.archive:
-            archive = ArchiveConfig(
-                data_dir=c.data_dir,
-                password=c.archive_password,
-                min_request_interval=c.archive_min_request_interval,
-                retention_days=c.archive_retention_days,
-                min_pow=c.archive_min_pow,
-                max_bytes_per_address=c.archive_max_bytes_per_address,
-                max_bytes=c.archive_max_bytes,
-                min_disk_free=c.archive_disk_free,
-                store_owners=not c.blur_usage,
-                ipv6_prefix=c.ipv6_prefix,
-            )
-            add_archive_routes(
-                app, archive, clock=self.clock, peer_of=self._peer_of, refusing=self._refusing
-            )
-        return app
 
     def _client(
         self, transport: asyncio.BaseTransport | None, headers: Mapping[str, str]
@@ -165,34 +135,9 @@ class MailboxServer:
         """Who an archive request is, for its quota and rate (one client: clients.py)."""
         return client_key(self._client(request.transport, request.headers)[0], self._prefix)
 
-    def _refusing(self) -> str | None:
-        """Why nothing new is stored now (the archive refuses envelopes then), or None."""
-        if self.storage_error is not None:
-            return STORAGE_DOWN
-        if self.disk.low:
-            return "server is low on disk space: nothing is archived now"
-        return None
-
-    async def _root(self, request: web.Request) -> web.Response:
-        return web.Response(text="Wormhole Relay\n")
-
-    async def _health(self, request: web.Request) -> web.Response:
-        problem = self.health_problem()
-        if problem is not None:
-            return web.Response(status=503, text=f"{problem}\n")
-        return web.Response(text="ok\n")
-
     def health_problem(self) -> str | None:
         """Why /health answers 503 now, or None when it answers `ok`."""
-        try:
-            self.storage.ping()
-        except Exception as err:
-            return f"database unavailable: {err}"
-        if self.storage_error is not None:
-            return f"storage failing: {self.storage_error}"
-        if self.disk.low:
-            return self.disk.reason
-        return None
+        return self.health.problem()
 
     @property
     def helper(self) -> StoreHelper | None:
@@ -212,15 +157,6 @@ class MailboxServer:
     def connections_by_address(self) -> Counter[str]:
         """Live WebSocket connections per client address (read-only use)."""
         return self._per_address
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        from pigeonhole.server.exposition import render_metrics
-
-        return web.Response(text=render_metrics(self), content_type="text/plain", charset="utf-8")
-
-    async def _websocket(self, request: web.Request) -> web.StreamResponse:
-        # WebSocket handshakes never get here: the front door takes them (accept_websocket)
-        return web.Response(text="Magic Wormhole mailbox: connect with a WebSocket client\n")
 
     def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
         """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
@@ -329,20 +265,15 @@ class MailboxServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.config.commit_sync == "thread" and self.config.store is None:
-            # the fdatasync worker needs the GIL back the moment its sync returns, and a
-            # busy loop thread would hold it for up to the default 5 ms: every reply waits
-            sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._started_at = self.clock()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)  # the archive's, at least
-        self.ledger.disk_low = self.disk.check()
+        self.health.check_disk()
         await self.storage.open(self.rendezvous, self._started_at)
-        if self.cluster is not None:
-            await self.cluster.start()
+        await self.decider.start()
         nameplates, mailboxes = self.alive()
         self.status.begin(self._started_at)
         if self.config.admin:
-            await self._start_admin()
+            self._admin_runner, self.admin_port = await open_admin_listener(self, self.status)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         http = self._runner.server
@@ -357,20 +288,25 @@ class MailboxServer:
         self._listener = await loop.create_server(
             lambda: FrontDoor(self, http, path, self.config.handshake_timeout),
             backlog=4096,
-            ssl=self._tls_context(),
+            ssl=tls_context(self.config.tls_cert, self.config.tls_key),
             **where,
         )
         if self.config.port == 0 and self._listener.sockets:
             self.port = self._listener.sockets[0].getsockname()[1]
-        self._timers = [
-            loop.create_task(self._every(self.config.prune_interval, self.prune_now)),
-            loop.create_task(self._every(self.config.usage_sample_interval, self.sample_usage)),
-            loop.create_task(self._every(self._sweep_interval(), self.sweep_slow_readers)),
-            loop.create_task(self._every(HEARTBEAT_INTERVAL, self.heartbeat)),
-            loop.create_task(self._every(self.config.disk_check_interval, self.check_disk)),
-            loop.create_task(self._every(self.config.log_summary_interval, self.log_summary.flush)),
-            loop.create_task(self._every(STATUS_TICK, self.status.tick)),
-        ]
+        c = self.config
+        self._timers = start_jobs(
+            loop,
+            [
+                (c.prune_interval, self.prune_now),
+                (c.usage_sample_interval, self.sample_usage),
+                # a slow reader is noticed within a quarter of the send timeout
+                (min(max(c.send_timeout / 4, 0.25), 5.0), self.sweep_slow_readers),
+                (HEARTBEAT_INTERVAL, self.heartbeat),
+                (c.disk_check_interval, self.health.check_disk),
+                (c.log_summary_interval, self.log_summary.flush),
+                (STATUS_TICK, self.status.tick),
+            ],
+        )
         log.info(
             "pigeonhole %s listening on %s (resumed %d nameplates, %d mailboxes)",
             __version__,
@@ -378,38 +314,6 @@ class MailboxServer:
             nameplates,
             mailboxes,
         )
-
-    async def _start_admin(self) -> None:
-        """The admin listener: a plain aiohttp site of its own (server/admin.py)."""
-        c = self.config
-        app = make_admin_app(self, self.status, self._health, self._metrics)
-        self._admin_runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._admin_runner.setup()
-        site = web.TCPSite(self._admin_runner, c.admin_host, c.admin_port, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as err:
-            log.error(
-                "cannot open the admin listener on %s port %d: %s (--admin-host, --admin-port;"
-                " --no-admin for none)",
-                c.admin_host,
-                c.admin_port,
-                err.strerror or err,
-            )
-            raise
-        self.admin_port = self._admin_runner.addresses[0][1]
-        host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
-        log.info(
-            "admin listener (status page, metrics) on http://%s:%d/status", host, self.admin_port
-        )
-
-    def _tls_context(self) -> ssl.SSLContext | None:
-        c = self.config
-        if c.tls_cert is None:
-            return None
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(c.tls_cert, c.tls_key)
-        return context
 
     @property
     def url(self) -> str:
@@ -431,8 +335,7 @@ class MailboxServer:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         await self._drain_or_abandon()
-        if self.cluster is not None:
-            await self.cluster.stop()
+        await self.decider.stop()
         self.log_summary.flush()
         await self.storage.close()
         log.info("pigeonhole stopped")
@@ -457,29 +360,10 @@ class MailboxServer:
 
     # -- timers -------------------------------------------------------------------
 
-    async def _every(self, seconds: float, action: Callable[[], object]) -> None:
-        # the first run comes after one interval, never at startup: reconnecting
-        # clients get their grace period (unlike the reference, §3.7)
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                result = action()
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:
-                log.exception("periodic task failed")
-
-    def _sweep_interval(self) -> float:
-        return min(max(self.config.send_timeout / 4, 0.25), 5.0)
-
     def heartbeat(self) -> None:
         """Ping connections quiet for a sweep; drop those that ignored the last ping."""
         for conn in list(self.connections):
             conn.socket.heartbeat()
-
-    def check_disk(self) -> None:
-        """Free space against the watermark: below it, no big bodies are stored."""
-        self.ledger.disk_low = self.disk.check()
 
     def sweep_slow_readers(self) -> None:
         """Drop clients that have stayed behind (unread bytes) for the send timeout."""
@@ -490,28 +374,14 @@ class MailboxServer:
 
     def alive(self) -> tuple[int, int]:
         """(nameplates, mailboxes) alive: in memory, or in the shared database."""
-        if self.cluster is not None:
-            return self.cluster.counts()
-        return self.rendezvous.counts()
+        return self.decider.alive()
 
     async def prune_now(self) -> int:
         """Prune idle channels and wait until the deletions are committed.
 
-        With several nodes, only the leader prunes (server/cluster.py).
+        With several nodes, only the leader prunes (server/node/).
         """
-        if self.cluster is not None:
-            if not self.cluster.leader:
-                return 0
-            pruned = await self.cluster.prune()
-            self.metrics.pruned_mailboxes += pruned
-            if pruned:
-                log.info("pruned %d idle mailboxes", pruned)
-            return pruned
-        effects: list[fx.Effect] = []
-        pruned = self.rendezvous.prune(self.clock(), self.config.prune_expiry, effects)
-        barrier = self.committer.submit(effects)
-        if barrier is not None:
-            await barrier
+        pruned = await self.decider.prune()
         self.metrics.pruned_mailboxes += pruned
         if pruned:
             log.info("pruned %d idle mailboxes", pruned)
@@ -521,22 +391,10 @@ class MailboxServer:
         """Connection and channel counts into the usage records; with several nodes,
         the leader writes one sample for the whole server."""
         now = self.clock()
-        if self.cluster is not None:
-            if not self.cluster.leader:
-                return
-            (
-                connections,
-                bound,
-                subscribed,
-                nameplates,
-                mailboxes,
-            ) = await self.cluster.server_counts(now)
-        else:
-            conns = self.connections
-            connections = len(conns)
-            bound = sum(1 for c in conns if c.session.bound)
-            subscribed = sum(1 for c in conns if c.session.mailbox is not None)
-            nameplates, mailboxes = self.rendezvous.counts()
+        counts = await self.decider.usage_counts(now)
+        if counts is None:
+            return
+        connections, bound, subscribed, nameplates, mailboxes = counts
         blur = self.config.blur_usage
         sample = fx.UsageConnectionCount(
             sampled=blur_time(now, blur),
@@ -552,40 +410,14 @@ class MailboxServer:
         if barrier is not None:
             await barrier
 
-    # -- failure ------------------------------------------------------------------
+    # -- failure (a shared store's batches; the committer calls `health` itself) --------
 
     def storage_failed(self, err: BaseException) -> None:
         """A shared-store batch failed; it is decided again until it commits."""
-        self._storage_failed(err)
+        self.health.failed(err)
 
     def storage_recovered(self) -> None:
-        self._storage_recovered()
+        self.health.recovered()
 
     def observe_commit(self, seconds: float) -> None:
         self.metrics.observe_commit(seconds)
-
-    def _storage_failed(self, err: BaseException) -> None:
-        """A commit failed and was rolled back; the committer writes it again later.
-
-        Memory already holds the batch's changes and nobody was told they were stored:
-        the replies that wait for it wait on, and no connection is closed. Until a batch
-        succeeds, commands that would store something are refused (protocol/session.py).
-        """
-        self.metrics.storage_failures += 1
-        self.storage_error = str(err)
-        self.ledger.storage_down = True
-        self.check_disk()
-        if self.committer.failing == 1:
-            log.error(
-                "storage failing: %s; refusing new writes and writing the batch again"
-                " until it succeeds",
-                err,
-            )
-        else:
-            self.log_summary.note("commit failed", f"commit failed again: {err}", {}, logging.ERROR)
-
-    def _storage_recovered(self) -> None:
-        log.warning("storage recovered: the failed batch is written, new writes are taken")
-        self.storage_error = None
-        self.ledger.storage_down = False
-        self.check_disk()

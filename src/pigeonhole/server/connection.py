@@ -1,9 +1,11 @@
-"""One WebSocket connection: frames in -> Session -> commit -> frames out.
+"""One WebSocket connection: frames in -> the server's decider -> frames out.
 
 Frames are handled synchronously as they arrive (`MailboxSocket.data_received` calls
-`handle_frame`): the protocol step runs at once, its writes join the next group commit,
-and its replies are queued behind that commit. Nothing waits for the disk, so one client
-can pipeline many commands, and an idle connection has no task.
+`handle_frame`) and handed to the decider (server/deciding.py). On SQLite the protocol
+step runs at once, its writes join the next group commit, and its replies are queued
+behind that commit (`emit`); a node of a shared store decides it in a later batch and
+sends the replies after that batch's commit (`emit_run`). Nothing waits for the disk, so
+one client can pipeline many commands, and an idle connection has no task.
 """
 
 from __future__ import annotations
@@ -83,10 +85,7 @@ class Connection:
 
     def connection_lost(self) -> None:
         """The transport is gone: leave the mailbox and drop what is still held."""
-        if self.server.cluster is not None:
-            self.server.cluster.forget(self)  # its queued commands are still decided
-        else:
-            self.session.disconnect()
+        self.server.decider.forget(self)
         self.outbox.stop()
         self.server.detach(self)
 
@@ -104,19 +103,7 @@ class Connection:
             server.refused(err.explain, self)
             return
         server.metrics.count_command(msg["type"])
-        cluster = server.cluster
-        if cluster is not None:
-            # the database is shared: the command is decided in the node's next batch,
-            # which calls `emit` after its commit (server/cluster.py)
-            cluster.enqueue(self, msg, data)
-            return
-        step = self.session.receive(msg, server.clock())
-        barrier = server.committer.submit(step.effects)
-        self._emit(msg, step, barrier)
-
-    def emit(self, msg: dict[str, Any], step: Step) -> None:
-        """Send what a step decided in a committed batch (shared store: nothing waits)."""
-        self.emit_run([(msg, step)])
+        server.decider.submit(self, msg, data)
 
     def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None:
         """Send what a committed batch decided for this connection's commands, in order;
@@ -125,7 +112,7 @@ class Connection:
         socket.begin()
         try:
             for msg, step in decided:
-                self._emit(msg, step, None)
+                self.emit(msg, step, None)
         finally:
             socket.end()
 
@@ -140,7 +127,9 @@ class Connection:
         self._close_request = (CLOSE_POLICY, TOO_MANY_COMMANDS)
         self.server.spawn(self.close(CLOSE_POLICY, TOO_MANY_COMMANDS))
 
-    def _emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
+    def emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
+        """Send what a step decided: replies that wait for its writes wait for `barrier`
+        (None: nothing is outstanding)."""
         server = self.server
         held = barrier if self._ack_waits(msg["type"], step) else None
         refused = False
@@ -236,10 +225,7 @@ class Connection:
         """The client does not read: stop delivering, and drop it without waiting."""
         self.server.metrics.count_limit("slow reader")
         self.server.event("closing slow reader", self, kind="slow reader")
-        if self.server.cluster is not None:
-            self.server.cluster.forget(self)
-        else:
-            self.session.disconnect()
+        self.server.decider.forget(self)
         self.server.detach(self)  # it stops counting now, not when its socket is gone
         self.server.spawn(self._drop_slow())
 

@@ -18,13 +18,13 @@ from pigeonhole.config import ServerConfig
 from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.protocol.ledger import Ledger
-from pigeonhole.server.cluster import Node
+from pigeonhole.server.deciding import Decider
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.storage import Storage
 from pigeonhole.store.group_commit import GroupCommitter
-from pigeonhole.store.helper import StoreHelper
+from pigeonhole.store.sqlite.helper import StoreHelper
 
 
 class Peer(Protocol):
@@ -53,8 +53,8 @@ class ServerCore(Protocol):
     def bodies(self) -> BodyLoader: ...
 
     @property
-    def cluster(self) -> Node | None:
-        """This process as a node of a shared PostgreSQL store; None on SQLite."""
+    def decider(self) -> Decider:
+        """How commands are decided: in memory (SQLite), or as a node of a shared store."""
 
     def alive(self) -> tuple[int, int]:
         """(nameplates, mailboxes) alive."""

@@ -72,26 +72,15 @@ def render_metrics(server: ServerView) -> str:
             "# TYPE pigeonhole_store_helper_starts_total counter",
             f"pigeonhole_store_helper_starts_total {server.helper.started}",
         ]
-    lines += _node(server)
+    lines += _decider(server)
     lines += _archive(server)
     return "\n".join(lines) + "\n"
 
 
-def _node(server: ServerView) -> list[str]:
-    """A node of a shared PostgreSQL store: its batches, collisions, notifications."""
-    node = server.cluster
-    if node is None:
-        return []
-    figures = [
-        ("pigeonhole_node_batches_total", "counter", node.batches),
-        ("pigeonhole_node_commands_total", "counter", node.commands),
-        ("pigeonhole_node_conflicts_total", "counter", node.conflicts),
-        ("pigeonhole_node_notifications_total", "counter", node.store.notifications),
-        ("pigeonhole_node_relistens_total", "counter", node.store.relistens),
-        ("pigeonhole_node_leader", "gauge", int(node.leader)),
-    ]
+def _decider(server: ServerView) -> list[str]:
+    """The decider's own figures (a node of a shared store: batches, collisions, ...)."""
     lines: list[str] = []
-    for name, kind, value in figures:
+    for name, kind, value in server.decider.figures():
         lines += [f"# TYPE {name} {kind}", f"{name} {value}"]
     return lines
 

@@ -1,4 +1,5 @@
-"""The public listening socket: `::` means every IPv4 and IPv6 address, as in the reference.
+"""The public listening socket: `::` means every IPv4 and IPv6 address, as in the reference;
+and its TLS context when the server serves `wss://` itself (`--tls-cert`, `--tls-key`).
 
 asyncio binds an IPv6 address with IPV6_V6ONLY set, so `--host ::` would leave IPv4
 clients out, while the reference's default endpoint (`tcp:4000:interface=\\:\\:`)
@@ -9,6 +10,8 @@ dual-stack socket.
 from __future__ import annotations
 
 import socket
+import ssl
+from pathlib import Path
 
 ALL_ADDRESSES = "::"
 
@@ -24,3 +27,12 @@ def dual_stack_socket(port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    """The server side of TLS with this certificate chain and key (None: plain TCP)."""
+    if cert is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context

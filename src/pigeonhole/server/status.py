@@ -235,7 +235,7 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "commit_sync": c.commit_sync,
             "peer_delivery": c.peer_delivery,
             "helper_starts": server.helper.started if server.helper is not None else None,
-            "node": _node(server),
+            "node": server.decider.status(),
         },
         "health": server.health_problem() or "ok",
         "blurred": bool(c.blur_usage),
@@ -324,18 +324,3 @@ def _archive(server: ServerView) -> dict[str, object] | None:
     if ARCHIVE_KEY not in server.app:
         return None
     return server.app[ARCHIVE_KEY].figures()
-
-
-def _node(server: ServerView) -> dict[str, Any] | None:
-    """This node of a shared PostgreSQL store: whether it leads, how many nodes report."""
-    node = server.cluster
-    if node is None:
-        return None
-    return {
-        "id": node.id,
-        "leader": node.leader,
-        "nodes": node.nodes_alive,
-        "batches": node.batches,
-        "commands": node.commands,
-        "collisions": node.conflicts,
-    }

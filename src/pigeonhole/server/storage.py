@@ -4,24 +4,38 @@ or a PostgreSQL database (`--store postgresql://...`).
 Both are the same thing to the server: something that opens and loads the state into the
 rendezvous, a `Syncer` the group committer hands each batch to, a body reader for
 replays, and a health probe. The protocol's decisions are the same for both (they are
-made in protocol/, in memory); only the rows' home differs.
+made in protocol/, in memory); what differs is where the rows live, and so how commands
+are decided: each store makes its `Decider` (server/deciding.py), the one place the
+two ways are told apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.protocol import effects as fx
-from pigeonhole.protocol.channels import Rendezvous
+from pigeonhole.protocol.channels import Randomness, Rendezvous
+from pigeonhole.server.deciding import Decider, LocalDecider, LocalHost
+from pigeonhole.server.node import Node, NodeHost
 from pigeonhole.server.replay import BodyLoader
+from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import Done, LocalSyncer, Syncer
-from pigeonhole.store.helper import StoreHelper
 from pigeonhole.store.postgres import PostgresStore, encode_batch
-from pigeonhole.store.sqlite import BodyReader, SqliteStore, StoreError
+from pigeonhole.store.sqlite import BodyReader, SqliteStore
+from pigeonhole.store.sqlite.helper import StoreHelper
+
+#: seconds a thread waiting for the GIL waits before the running one must hand it over
+#: (bench/README.md: 5 ms default, 1, 0.5 and 0.2 ms measured; 1 ms was best)
+GIL_SWITCH_INTERVAL = 0.001
+
+
+class DeciderHost(LocalHost, NodeHost, Protocol):
+    """What either decider reads of the server."""
 
 
 class Storage(Protocol):
@@ -34,6 +48,9 @@ class Storage(Protocol):
 
     async def open(self, rz: Rendezvous, now: float) -> None:
         """Open (creating or upgrading the schema) and load the live state into `rz`."""
+
+    def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
+        """How commands are decided on this store."""
 
     def ping(self) -> None:
         """Raise if the database does not answer (for /health; never waits)."""
@@ -70,11 +87,19 @@ class SqliteStorage:
         )
 
     async def open(self, rz: Rendezvous, now: float) -> None:
+        if self._executor is not None:
+            # the fdatasync worker needs the GIL back the moment its sync returns, and a
+            # busy loop thread would hold it for up to the default 5 ms: every reply waits
+            sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self.store.open()
         if self.helper is not None:
             self.helper.open()
         prefix = self._ipv6_prefix
         self.store.load(rz, now, lambda owner: client_key(owner, prefix))
+
+    def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
+        """In memory, as each command arrives (the rendezvous has its randomness)."""
+        return LocalDecider(host)
 
     async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
         if self._read_executor is None:
@@ -100,8 +125,8 @@ class SqliteStorage:
 
 
 class PostgresStorage:
-    """A PostgreSQL database (store/postgres.py) shared by any number of nodes: nothing is
-    loaded into memory; the node (server/cluster.py) decides in the database."""
+    """A PostgreSQL database (store/postgres/) shared by any number of nodes: nothing is
+    loaded into memory; the node (server/node/) decides in the database."""
 
     kind = "PostgreSQL"
     helper: StoreHelper | None = None
@@ -113,6 +138,10 @@ class PostgresStorage:
 
     async def open(self, rz: Rendezvous, now: float) -> None:
         await self.store.open()
+
+    def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
+        """This process as one node of the server the database holds."""
+        return Node(host, self.store, randomness)
 
     async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
         rows = await self.store.messages_after(app_id, mailbox_id, 0)

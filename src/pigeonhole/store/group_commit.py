@@ -20,7 +20,7 @@ keeps a slow disk from stalling the loop. Batches resolve in order, so a step's 
 resolving means every earlier step is durable too.
 
 Where the write and the sync run (`serve --commit-sync`) is the `Syncer`'s business:
-- `process` (the default): the helper process of store/helper.py does both; the loop
+- `process` (the default): the helper process of store/sqlite/helper.py does both; the loop
   sends it the batch through a pipe and hears back as from any socket: no SQLite work on
   the loop, no GIL hand-off;
 - `thread` (`LocalSyncer` with an executor): written on the loop, synced by a worker

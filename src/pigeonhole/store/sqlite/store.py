@@ -9,7 +9,7 @@ operators' tools) never block the writer. The usage database is ATTACHed to the 
 connection so one transaction covers both (atomic per file in WAL mode). Message bodies
 are stored as bytes and are not loaded with the state: `BodyReader` reads a mailbox's
 bodies when a replay needs them. By default the server's store helper process
-(store/helper.py) has its own connection and does `write` and `sync`; the event loop's
+(helper.py) has its own connection and does `write` and `sync`; the event loop's
 connection loads the state and serves reads. With
 `--commit-sync thread` or `loop`, `write` runs on the loop's thread and `sync`, which only
 touches file descriptors, in a worker thread or on the loop.
@@ -29,15 +29,13 @@ import orjson
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.store import loading as L
+from pigeonhole.store.bodies import stored_body
+from pigeonhole.store.errors import StoreError
 from pigeonhole.store.loading import OwnerOf, StoredRows, load_state, same_owner
-from pigeonhole.store.migrations import create_or_check
+from pigeonhole.store.sqlite.migrations import create_or_check
 
 CHANNEL_VERSION = 2
 USAGE_VERSION = 1
-
-
-class StoreError(Exception):
-    """A transaction failed and was rolled back."""
 
 
 class SqliteStore:
@@ -202,20 +200,6 @@ def _put_message(db: sqlite3.Connection, e: fx.PutMessage) -> None:
             e.owner,
         ),
     )
-
-
-def stored_body(body: str) -> bytes | str:
-    """The bytes a hex body spells; a body with capitals stays text, to come back verbatim.
-
-    Every real client sends lowercase (or digits only); the reference echoes whatever
-    case it got, so a body in capitals is kept as sent (SQLite stores either in the column).
-    """
-    return body if kept_as_text(body) else bytes.fromhex(body)
-
-
-def kept_as_text(body: str) -> bool:
-    """Whether a hex body is stored as the text sent (capitals, or empty), not as bytes."""
-    return not (body.islower() or body.isdigit())
 
 
 def _usage_nameplate(db: sqlite3.Connection, e: fx.UsageNameplate) -> None:

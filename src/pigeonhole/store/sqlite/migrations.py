@@ -12,16 +12,20 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-
-class DatabaseError(Exception):
-    """The database cannot be created or has a version we do not know."""
+from pigeonhole.store.errors import DatabaseError
 
 
 def schema_sql(name: str, version: int) -> str:
-    return (resources.files("pigeonhole.store") / "schema" / f"{name}-v{version}.sql").read_text()
+    return _schema_file(f"{name}-v{version}.sql").read_text()
+
+
+def _schema_file(name: str) -> Traversable:
+    """A file of this backend's schema folder (installed with the package)."""
+    return resources.files("pigeonhole.store.sqlite") / "schema" / name
 
 
 #: SQL functions an upgrade script calls, by name (the caller's own conversions)
@@ -71,11 +75,11 @@ def _upgrade_name(name: str, version: int) -> str:
 
 
 def _has_upgrade(name: str, version: int) -> bool:
-    return (resources.files("pigeonhole.store") / "schema" / _upgrade_name(name, version)).is_file()
+    return _schema_file(_upgrade_name(name, version)).is_file()
 
 
 def _upgrade(path: Path, name: str, version: int, functions: SqlFunctions) -> None:
-    script = resources.files("pigeonhole.store") / "schema" / _upgrade_name(name, version)
+    script = _schema_file(_upgrade_name(name, version))
     db = sqlite3.connect(path, isolation_level=None)
     try:
         for function_name, function in functions.items():

@@ -29,14 +29,11 @@ from collections import deque
 from pathlib import Path
 
 from pigeonhole.protocol.effects import Effect
+from pigeonhole.store.errors import StoreHelperError
 from pigeonhole.store.group_commit import Done
-from pigeonhole.store.helper_main import encode_effects
+from pigeonhole.store.sqlite.helper_main import encode_effects
 
 log = logging.getLogger("pigeonhole.store")
-
-
-class StoreHelperError(OSError):
-    """The helper could not make a batch durable (it said so, or it is gone)."""
 
 
 class StoreHelper:
@@ -46,7 +43,7 @@ class StoreHelper:
         self._argv = [
             sys.executable,
             "-m",
-            "pigeonhole.store.helper_main",
+            "pigeonhole.store.sqlite.helper_main",
             str(channel_path),
             str(usage_path),
         ]

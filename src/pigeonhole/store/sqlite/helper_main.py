@@ -1,16 +1,17 @@
 """The store helper process: writes each batch of effects to SQLite, then fdatasyncs.
 
-Started by `StoreHelper` (store/helper.py) as `python -m pigeonhole.store.helper_main
-CHANNEL_DB USAGE_DB`, after the server opened (and migrated) both databases. Requests
-come on stdin, one at a time in order: a 4-byte big-endian length, then that many bytes
-of JSON, a list of effects, each `[type name, field values...]` (`encode_effects`). Each
-request is one transaction (`SqliteStore.write`, `synchronous=NORMAL`) followed by an
-fdatasync of both write-ahead logs (`SqliteStore.sync`): the durability of
-`synchronous=FULL`, as when the server writes and syncs itself. Each request is answered
-on stdout: `k` once it is durable; `e`, a 2-byte big-endian length and the reason (UTF-8)
-if the transaction was rolled back or the sync failed (the reason also goes to stderr, the
-server's log). End of input (the server closed the pipe, or died) ends the process;
-SIGINT, SIGTERM and SIGHUP do not.
+Started by `StoreHelper` (store/sqlite/helper.py) as `python -m
+pigeonhole.store.sqlite.helper_main CHANNEL_DB USAGE_DB`, after the server opened (and
+migrated) both databases. Requests come on stdin, one at a time in order: a 4-byte
+big-endian length, then that many bytes of JSON, a list of effects, each `[type name,
+field values...]` (`encode_effects`). Each request is one transaction
+(`SqliteStore.write`, `synchronous=NORMAL`) followed by an fdatasync of both write-ahead
+logs (`SqliteStore.sync`): the durability of `synchronous=FULL`, as when the server
+writes and syncs itself. Each request is answered on stdout: `k` once it is durable;
+`e`, a 2-byte big-endian length and the reason (UTF-8) if the transaction was rolled
+back or the sync failed (the reason also goes to stderr, the server's log). End of input
+(the server closed the pipe, or died) ends the process; SIGINT, SIGTERM and SIGHUP do
+not.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.store.sqlite import WRITABLE_EFFECTS, SqliteStore
+from pigeonhole.store.sqlite.store import WRITABLE_EFFECTS, SqliteStore
 
 HEADER = struct.Struct(">I")
 

@@ -1,7 +1,7 @@
 """Which of this node's connections read which mailbox, when nodes share a database.
 
 Messages reach other nodes' readers through PostgreSQL's NOTIFY, in commit order
-(server/cluster.py). A reader must get each message once, in mailbox order, across the
+(server/node/). A reader must get each message once, in mailbox order, across the
 replay of its `open` and the live messages after it. So a subscription starts *pending*
 before the `open` is decided: notifications that arrive meanwhile (another node may
 commit an `add` right after the `open`, and its notification can reach this node before

@@ -2,7 +2,7 @@
 
 With PostgreSQL the database is the truth, not any node's memory: a node decides a batch
 of commands inside one transaction that first locks and loads what those commands read
-(`channel.lock_and_load`, store/schema/postgres-upgrade-v1-v2.sql), builds a `Rendezvous`
+(`channel.lock_and_load`, schema/postgres-upgrade-v1-v2.sql), builds a `Rendezvous`
 of just those rows, and runs the same protocol core on it (protocol/session.py, on a
 `Session.fork`). The effects it makes are written in the same transaction. This module
 is the pure half: what to lock (`batch_spec`), the rendezvous made of the loaded rows
@@ -50,7 +50,7 @@ def batch_spec(wants: Iterable[Wants], owners: Iterable[str]) -> dict[str, Any]:
 
 class Cover:
     """What a batch's spec locked and loaded: a later command of a connection joins the
-    batch only if what it reads is all here (server/cluster.py)."""
+    batch only if what it reads is all here (server/node/batches.py)."""
 
     __slots__ = ("apps", "bodies", "mailboxes", "names", "owners", "seq")
 

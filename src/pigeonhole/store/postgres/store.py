@@ -1,9 +1,8 @@
 """The PostgreSQL store (`serve --store postgresql://...`): one database, any number of nodes.
 
-The database is the truth, not a node's memory (store/shared.py says how a batch of
-commands is decided in one transaction). This module holds the connections and the SQL:
-- the schema, created or upgraded at start under an advisory lock (postgres-v1.sql, then
-  postgres-upgrade-v1-v2.sql), so nodes starting together cannot race;
+The database is the truth, not a node's memory (shared.py says how a batch of commands is
+decided in one transaction). This module holds the connections and the SQL:
+- the schema, created or upgraded at start (schema.py);
 - `decide`: one transaction on the node's writer connection: `channel.lock_and_load`,
   the caller's decision, `channel.apply_batch` (writes and NOTIFY), commit. A commit
   (`synchronous_commit` on: the WAL is flushed) is what a reply waits for;
@@ -21,18 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from importlib import resources
 from typing import Any, TypeVar
 
 import orjson
 
-from pigeonhole.protocol import effects as fx
-from pigeonhole.store.parts import group
-from pigeonhole.store.sqlite import StoreError, kept_as_text
+from pigeonhole.store.errors import Conflict, Refused, StoreError
+from pigeonhole.store.postgres.schema import create_or_upgrade
 
-POSTGRES_VERSION = 3
-#: advisory lock keys: creating or upgrading the schema (per transaction), and the leader
-SCHEMA_LOCK = 0x50_69_67_01
+#: advisory lock key of the leader
 LEADER_LOCK = 0x50_69_67_03
 #: seconds between health probes (`/health` reports the last one)
 PING_INTERVAL = 2.0
@@ -53,14 +48,6 @@ OnResync = Callable[[], Awaitable[None]]
 UNWELL_CLASSES = frozenset({"08", "53", "55", "57", "58", "XX"})
 
 
-class Conflict(StoreError):
-    """The batch collided with another node's: decide it again from fresh rows."""
-
-
-class Refused(StoreError):
-    """The database refused the batch's content (deciding it again would not help)."""
-
-
 def _asyncpg() -> Any:
     try:
         import asyncpg  # type: ignore[import-untyped, unused-ignore]
@@ -69,10 +56,6 @@ def _asyncpg() -> Any:
             "the PostgreSQL store needs asyncpg: pip install -e '.[postgres]'"
         ) from err
     return asyncpg
-
-
-def schema_sql(name: str) -> str:
-    return (resources.files("pigeonhole.store") / "schema" / name).read_text()
 
 
 def _quoted(text: str) -> str:
@@ -115,7 +98,7 @@ class PostgresStore:
         try:
             writer = await pg.connect(self.url)
             self._writers.append(writer)  # the first batch's, once the schema is made
-            await self._create_or_upgrade(writer)
+            await create_or_upgrade(writer)
             self._pool = await pg.create_pool(self.url, min_size=1, max_size=4)
         except (OSError, pg.PostgresError) as err:
             await self.close()
@@ -124,27 +107,6 @@ class PostgresStore:
             await self.close()
             raise
         self._ping_task = asyncio.get_running_loop().create_task(self._probe())
-
-    async def _create_or_upgrade(self, conn: Any) -> None:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
-            exists = await conn.fetchval("SELECT to_regclass('channel.version') IS NOT NULL")
-            if not exists:
-                await conn.execute(schema_sql("postgres-v1.sql"))
-                version = 1
-            else:
-                version = await conn.fetchval("SELECT max(version) FROM channel.version")
-            if version == 1:
-                await conn.execute(schema_sql("postgres-upgrade-v1-v2.sql"))
-                version = 2
-            if version == 2:
-                await conn.execute(schema_sql("postgres-upgrade-v2-v3.sql"))
-                version = 3
-            if version != POSTGRES_VERSION:
-                raise StoreError(
-                    f"unable to handle PostgreSQL schema version {version}"
-                    f" (want {POSTGRES_VERSION})"
-                )
 
     async def listen(self, on_notify: OnNotify, on_resync: OnResync) -> None:
         """LISTEN now (before the node serves), and keep listening until `close`."""
@@ -413,95 +375,3 @@ def _frame(row: Any) -> dict[str, Any]:
         "server_rx": server_rx,
         "id": orjson.loads(msg_id),
     }
-
-
-def encode_effects(effects: list[fx.Effect]) -> list[list[Any]]:
-    """Effects as rows of writes, each `[kind, field, ...]` (store/parts.py groups them)."""
-    return [_ENCODERS[type(e)](e) for e in effects]
-
-
-def encode_batch(effects: list[fx.Effect]) -> str:
-    """The batch as the JSON `channel.apply_batch` takes: its writes grouped in parts."""
-    return encode_rows(encode_effects(effects))
-
-
-def encode_rows(rows: list[list[Any]]) -> str:
-    return orjson.dumps(group(rows)).decode()
-
-
-def _message(e: fx.PutMessage) -> list[Any]:
-    is_text = kept_as_text(e.body)
-    return [
-        "put_message", e.seq, e.app_id, e.mailbox_id, e.side, e.phase,
-        e.body, is_text, e.server_rx, orjson.dumps(e.msg_id).decode(), e.owner,
-    ]  # fmt: skip
-
-
-_ENCODERS: dict[type, Callable[[Any], list[Any]]] = {
-    # a plain INSERT: two nodes creating one nameplate collide, and one decides again
-    fx.PutNameplate: lambda e: ["insert_nameplate", e.app_id, e.name, e.mailbox_id, e.owner],
-    fx.DeleteNameplate: lambda e: ["delete_nameplate", e.app_id, e.name],
-    fx.PutNameplateSide: lambda e: [
-        "put_nameplate_side",
-        e.app_id,
-        e.name,
-        e.side,
-        e.claimed,
-        e.added,
-    ],
-    fx.PutMailbox: lambda e: [
-        "put_mailbox",
-        e.app_id,
-        e.mailbox_id,
-        e.for_nameplate,
-        e.created,
-        e.owner,
-    ],
-    fx.DeleteMailbox: lambda e: ["delete_mailbox", e.app_id, e.mailbox_id],
-    fx.PutMailboxSide: lambda e: [
-        "put_mailbox_side",
-        e.app_id,
-        e.mailbox_id,
-        e.side,
-        e.opened,
-        e.added,
-        e.mood,
-    ],
-    fx.PutMessage: _message,
-    fx.UsageNameplate: lambda e: [
-        "usage_nameplate",
-        e.app_id,
-        e.started,
-        e.waiting_time,
-        e.total_time,
-        e.result,
-    ],
-    fx.UsageMailbox: lambda e: [
-        "usage_mailbox",
-        e.app_id,
-        e.for_nameplate,
-        e.started,
-        e.waiting_time,
-        e.total_time,
-        e.result,
-    ],
-    fx.UsageClientVersion: lambda e: [
-        "usage_client_version",
-        e.app_id,
-        e.side,
-        e.connect_time,
-        e.implementation,
-        e.version,
-    ],
-    fx.UsageConnectionCount: lambda e: [
-        "usage_connection_count",
-        e.sampled,
-        e.connections,
-        e.bound,
-        e.subscribed,
-        e.nameplates,
-        e.mailboxes,
-        e.rebooted,
-        e.blur_time,
-    ],
-}
