@@ -68,7 +68,7 @@ def per_call(fn: object, n: int) -> float:
 async def main() -> None:
     clock = Clock()
     with tempfile.TemporaryDirectory(prefix="status-cost-") as data:
-        config = ServerConfig(port=0, admin_port=0, data_dir=Path(data))
+        config = ServerConfig(port=0, admin_port=0, transit_port=0, data_dir=Path(data))
         async with MailboxServer(config, clock=clock) as server:
             rings = server.status
             gc.collect()

@@ -15,6 +15,8 @@ import pytest
 #: every `pigeonhole serve` a test starts takes a free admin port unless the test names one
 #: (the default, 4080, would be shared by servers running at once)
 os.environ.setdefault("PIGEONHOLE_SERVE_ADMIN_PORT", "0")
+#: and a free transit relay port (the default, 4001, likewise)
+os.environ.setdefault("PIGEONHOLE_SERVE_TRANSIT_PORT", "0")
 
 
 @pytest.hookimpl(wrapper=True)

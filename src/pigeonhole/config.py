@@ -17,6 +17,10 @@ from pigeonhole.clients import DEFAULT_IPV6_PREFIX
 from pigeonhole.protocol.bodies import DEFAULT_CACHE_BYTES
 from pigeonhole.protocol.limits import Limits, MiB
 from pigeonhole.protocol.settings import setting
+from pigeonhole.transit.config import TransitConfig
+
+#: the transit relay's defaults, offered as the `--transit-*` options
+_RELAY = TransitConfig()
 
 LogFormat = Literal["text", "json"]
 #: who writes and fdatasyncs each batch: a helper process, or the event loop writes and a
@@ -200,6 +204,73 @@ class ServerConfig:
         " low-disk mode).",
         min=0,
         unit="bytes",
+    )
+    #: docs/transit.md; the relay's own defaults (transit/config.py) are the options'
+    transit: bool = setting(
+        True,
+        "Run the transit relay: TCP on --transit-port, WebSocket at /transit on --port.",
+    )
+    transit_port: int = setting(
+        4001,
+        "TCP port of the transit relay, on the same interfaces as --host (0: any free port).",
+        min=0,
+        max=65535,
+    )
+    transit_handshake_timeout: float = setting(
+        _RELAY.handshake_timeout,
+        "Seconds a relay connection has to send its handshake line.",
+        min=0.1,
+        unit="seconds",
+    )
+    transit_lonely_timeout: float = setting(
+        _RELAY.lonely_timeout,
+        "Seconds a handshaken relay connection waits for its partner.",
+        min=0.1,
+        unit="seconds",
+    )
+    transit_idle_timeout: float = setting(
+        _RELAY.idle_timeout,
+        "Seconds a relayed pair may move no byte before both are closed.",
+        min=0.1,
+        unit="seconds",
+    )
+    transit_max_connections: int = setting(
+        _RELAY.max_connections, "Relay connections in all (TCP and WebSocket).", min=1
+    )
+    transit_max_connections_per_address: int = setting(
+        _RELAY.max_connections_per_address,
+        "Relay connections from one client address (IPv6: its prefix).",
+        min=1,
+    )
+    transit_pair_buffer_bytes: int = setting(
+        _RELAY.pair_buffer_bytes,
+        "Bytes held for one relayed pair; a receiver that does not read stops its sender.",
+        min=8192,
+        unit="bytes",
+    )
+    transit_max_bytes_per_address_per_day: int | None = setting(
+        _RELAY.max_bytes_per_address_per_day,
+        "Bytes one client address may relay per UTC day (default: no cap).",
+        min=1,
+        unit="bytes",
+    )
+    transit_max_bytes_per_transfer: int | None = setting(
+        _RELAY.max_bytes_per_transfer,
+        "Bytes one relayed pair may carry (default: no cap).",
+        min=1,
+        unit="bytes",
+    )
+    transit_max_rate: int | None = setting(
+        _RELAY.max_rate_bytes_per_second,
+        "Bytes per second one relay connection may send (default: no cap).",
+        min=1,
+        unit="bytes",
+    )
+    transit_drain_timeout: float = setting(
+        _RELAY.drain_timeout,
+        "Seconds active relayed pairs may take to finish once the server is told to stop.",
+        min=0,
+        unit="seconds",
     )
     #: plain HTTP for operators only, so loopback by default
     admin: bool = setting(

@@ -21,7 +21,9 @@ def start_server(tmp_path: Path) -> StartServer:
 
     @asynccontextmanager
     async def start(**overrides: Any) -> AsyncIterator[MailboxServer]:
-        config = ServerConfig(host="127.0.0.1", port=0, admin_port=0, data_dir=tmp_path)
+        config = ServerConfig(
+            host="127.0.0.1", port=0, admin_port=0, transit_port=0, data_dir=tmp_path
+        )
         config = replace(config, **overrides)
         async with MailboxServer(config) as server:
             yield server

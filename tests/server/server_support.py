@@ -38,6 +38,7 @@ def base_config(data_dir: Path, **overrides: Any) -> ServerConfig:
         host="127.0.0.1",
         port=0,
         admin_port=0,
+        transit_port=0,
         data_dir=data_dir,
         motd=None,
         signal_error=None,

@@ -26,13 +26,15 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "permissions": frozenset({"protocol"}),
     "durable": frozenset(),
     "clients": frozenset(),
-    "config": frozenset({"protocol", "clients", "archive"}),
+    "config": frozenset({"protocol", "clients", "archive", "transit"}),
     "store": frozenset({"protocol"}),
     "archive": frozenset({"durable", "clients"}),
     "transit": frozenset(),
     "migrate": frozenset({"store", "durable"}),
     "pipeline": frozenset({"migrate", "durable"}),
-    "server": frozenset({"protocol", "permissions", "store", "archive", "config", "clients"}),
+    "server": frozenset(
+        {"protocol", "permissions", "store", "archive", "transit", "config", "clients"}
+    ),
     "cli": ANY,
     "__main__": frozenset({"cli"}),
 }

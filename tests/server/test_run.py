@@ -18,7 +18,7 @@ from pathlib import Path
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.run import run
 logging.basicConfig(level=logging.INFO)
-run(ServerConfig(port=int(sys.argv[1]), admin_port=0, data_dir=Path(sys.argv[2])))
+run(ServerConfig(port=int(sys.argv[1]), admin_port=0, transit_port=0, data_dir=Path(sys.argv[2])))
 print("run returned", flush=True)
 """
 

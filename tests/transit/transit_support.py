@@ -105,8 +105,10 @@ class WsClient:
         self.ws = ws
 
     @classmethod
-    async def open(cls, url: str) -> WsClient:
-        return cls(await connect(url, max_size=None, compression=None))
+    async def open(cls, url: str, headers: dict[str, str] | None = None) -> WsClient:
+        """`headers`: e.g. X-Real-IP, as a trusted proxy in front would set it."""
+        ws = await connect(url, max_size=None, compression=None, additional_headers=headers)
+        return cls(ws)
 
     async def send(self, data: bytes) -> None:
         await self.ws.send(data)

@@ -48,6 +48,7 @@ from pigeonhole.server.routes import make_public_app
 from pigeonhole.server.status import StatusRings
 from pigeonhole.server.storage import make_storage
 from pigeonhole.server.timers import start_jobs
+from pigeonhole.server.transit import TRANSIT_PATH, TransitService
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import GroupCommitter, Syncer
@@ -121,6 +122,8 @@ class MailboxServer:
         self.status = StatusRings(self)
         self._admin_runner: web.AppRunner | None = None
         self.admin_port: int | None = None
+        #: the transit relay, in this process (None: --no-transit)
+        self.transit = TransitService(config) if config.transit else None
 
     # -- HTTP -------------------------------------------------------------------
 
@@ -185,6 +188,15 @@ class MailboxServer:
         self.metrics.connections_total += 1
         if rest:
             socket.data_received(rest)
+
+    def accept_transit(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
+        """A WebSocket upgrade at /transit: the relay's, counted by the client rule."""
+        if self.transit is None:
+            transport.write(reject(404, "no transit relay here\n"))
+            transport.close()
+            return
+        host, _ = self._client(transport, head.headers)
+        self.transit.accept_websocket(transport, head, rest, client_key(host, self._prefix))
 
     def detach(self, conn: Connection) -> None:
         """The connection is gone: it no longer counts against the limits."""
@@ -279,6 +291,7 @@ class MailboxServer:
         http = self._runner.server
         assert http is not None
         path = self.config.websocket_path
+        transit_path = TRANSIT_PATH if self.transit is not None else None
         host, port = self.config.host, self.config.port
         where: dict[str, Any] = (
             {"sock": dual_stack_socket(port)}
@@ -286,13 +299,15 @@ class MailboxServer:
             else {"host": host, "port": port, "reuse_address": True}
         )
         self._listener = await loop.create_server(
-            lambda: FrontDoor(self, http, path, self.config.handshake_timeout),
+            lambda: FrontDoor(self, http, path, self.config.handshake_timeout, transit_path),
             backlog=4096,
             ssl=tls_context(self.config.tls_cert, self.config.tls_key),
             **where,
         )
         if self.config.port == 0 and self._listener.sockets:
             self.port = self._listener.sockets[0].getsockname()[1]
+        if self.transit is not None:
+            await self.transit.start()
         c = self.config
         self._timers = start_jobs(
             loop,
@@ -328,12 +343,16 @@ class MailboxServer:
             timer.cancel()
         if self._listener is not None:
             self._listener.close()  # stop accepting
+        if self.transit is not None:
+            self.transit.stop_accepting()
         await self._drain_or_abandon()
         await self._close_all(CLOSE_GOING_AWAY, "server shutting down")
         if self._runner is not None:
             await self._runner.cleanup()
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
+        if self.transit is not None:
+            await self.transit.stop()  # active pairs finish, up to the drain time
         await self._drain_or_abandon()
         await self.decider.stop()
         self.log_summary.flush()

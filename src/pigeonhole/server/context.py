@@ -23,6 +23,7 @@ from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.storage import Storage
+from pigeonhole.server.transit import TransitService
 from pigeonhole.store.group_commit import GroupCommitter
 from pigeonhole.store.sqlite.helper import StoreHelper
 
@@ -93,5 +94,7 @@ class ServerView(ServerCore, Protocol):
     def started_at(self) -> float: ...
     @property
     def app(self) -> web.Application: ...
+    @property
+    def transit(self) -> TransitService | None: ...
 
     def health_problem(self) -> str | None: ...

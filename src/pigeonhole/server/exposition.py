@@ -74,6 +74,7 @@ def render_metrics(server: ServerView) -> str:
         ]
     lines += _decider(server)
     lines += _archive(server)
+    lines += _transit(server)
     return "\n".join(lines) + "\n"
 
 
@@ -107,6 +108,30 @@ def _storage(server: ServerView) -> list[str]:
         "# TYPE pigeonhole_replay_store_reads_total counter",
         f"pigeonhole_replay_store_reads_total {server.bodies.loads}",
     ]
+    return lines
+
+
+def _transit(server: ServerView) -> list[str]:
+    """The transit relay: connections, waiting, pairs, bytes, refusals and moods."""
+    if server.transit is None:
+        return []
+    stats = server.transit.stats()
+    if not stats:
+        return []
+    lines: list[str] = []
+    for name, kind, value in (
+        ("pigeonhole_transit_connections", "gauge", stats["connections"]),
+        ("pigeonhole_transit_waiting", "gauge", stats["waiting"]),
+        ("pigeonhole_transit_active_pairs", "gauge", stats["active_pairs"]),
+        ("pigeonhole_transit_bytes_relayed_total", "counter", stats["bytes_relayed"]),
+    ):
+        lines += [f"# TYPE {name} {kind}", f"{name} {value}"]
+    for metric, label, counts in (
+        ("pigeonhole_transit_refusals_total", "kind", stats["refusals"]),
+        ("pigeonhole_transit_connections_ended_total", "mood", stats["moods"]),
+    ):
+        lines.append(f"# TYPE {metric} counter")
+        lines += [f'{metric}{{{label}="{_escape(str(k))}"}} {n}' for k, n in sorted(counts.items())]
     return lines
 
 

@@ -2,7 +2,8 @@
 
 The mailbox endpoint is where the load and the idle connections are, so its handshake is
 answered here (`handshake.py`) and the connection then runs on `MailboxSocket` without
-aiohttp's per-connection objects. Every other request
+aiohttp's per-connection objects; a WebSocket upgrade at the transit path goes to the
+relay the same way (server/transit.py). Every other request
 (`/`, `/health`, `/metrics`, the archive, a plain GET of the mailbox path) is handed, with
 the bytes read so far, to aiohttp's own request handler on the same transport.
 """
@@ -24,11 +25,23 @@ class Acceptor(Protocol):
 
     def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None: ...
 
+    def accept_transit(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
+        """A WebSocket upgrade at the transit relay's path (server/transit.py)."""
+
 
 class FrontDoor(asyncio.Protocol):
     """Until the request head is complete; a client that never finishes it is dropped."""
 
-    __slots__ = ("_acceptor", "_buffer", "_http", "_path", "_timeout", "_timer", "_transport")
+    __slots__ = (
+        "_acceptor",
+        "_buffer",
+        "_http",
+        "_path",
+        "_timeout",
+        "_timer",
+        "_transit_path",
+        "_transport",
+    )
 
     def __init__(
         self,
@@ -36,10 +49,13 @@ class FrontDoor(asyncio.Protocol):
         http: Callable[[], asyncio.Protocol],
         websocket_path: str,
         timeout: float,
+        transit_path: str | None = None,
     ) -> None:
         self._acceptor = acceptor
         self._http = http
         self._path = websocket_path
+        #: WebSocket transit's path (None: no relay served here)
+        self._transit_path = transit_path
         self._timeout = timeout
         self._buffer = b""
         self._transport: asyncio.Transport | None = None
@@ -71,12 +87,17 @@ class FrontDoor(asyncio.Protocol):
         self._buffer = b""
         self._stop_timer()
         head = parse_head(buffer[: end + 4])
-        if head is None or head.path != self._path or not is_websocket_upgrade(head):
-            # not a mailbox WebSocket handshake: aiohttp answers it (or refuses it) as HTTP
+        if head is None or not is_websocket_upgrade(head):
+            # not a WebSocket handshake: aiohttp answers it (or refuses it) as HTTP
             self._to_http(buffer)
             return
         assert self._transport is not None
-        self._acceptor.accept_websocket(self._transport, head, buffer[end + 4 :])
+        if head.path == self._path:
+            self._acceptor.accept_websocket(self._transport, head, buffer[end + 4 :])
+        elif head.path == self._transit_path:
+            self._acceptor.accept_transit(self._transport, head, buffer[end + 4 :])
+        else:
+            self._to_http(buffer)
 
     def _to_http(self, data: bytes) -> None:
         """Hand the connection, and what it sent so far, to aiohttp."""

@@ -24,9 +24,12 @@ from pigeonhole import __version__
 from pigeonhole.archive.endpoint import ARCHIVE_KEY
 from pigeonhole.server.context import ServerView
 from pigeonhole.server.metrics import COMMIT_BUCKETS
+from pigeonhole.transit import Mood
 
 #: mailbox usage results (protocol/usage.py), in the page's order
 RESULTS = ("happy", "lonely", "scary", "errory", "pruney", "crowded", "quiet")
+#: transit relay moods (transit/usage.py), in the page's order
+MOODS = tuple(str(m) for m in Mood)
 #: closed minutes kept: the page shows the last hour
 MINUTES = 60
 #: app ids kept per minute (the busiest), and the characters shown of one
@@ -52,11 +55,16 @@ class Totals:
     commits: int = 0
     commit_seconds: float = 0.0
     commit_buckets: tuple[int, ...] = (0,) * len(COMMIT_BUCKETS)
+    #: the transit relay's bytes relayed, and its ended connections by mood
+    transit_bytes: int = 0
+    transit_moods: tuple[int, ...] = (0,) * len(MOODS)
 
     @classmethod
     def read(cls, server: ServerView) -> Totals:
         m, rz = server.metrics, server.rendezvous
         permissions = m.permissions
+        relay = server.transit.stats() if server.transit is not None else {}
+        moods = relay.get("moods", {})
         return cls(
             connections=m.connections_total,
             started=rz.mailboxes_created,
@@ -70,6 +78,8 @@ class Totals:
             commits=m.commit_count,
             commit_seconds=m.commit_sum,
             commit_buckets=tuple(m.commit_buckets),
+            transit_bytes=relay.get("bytes_relayed", 0),
+            transit_moods=tuple(moods.get(mood, 0) for mood in MOODS),
         )
 
     def minus(self, before: Totals) -> Totals:
@@ -92,6 +102,10 @@ class Totals:
             commit_seconds=self.commit_seconds - before.commit_seconds,
             commit_buckets=tuple(
                 a - b for a, b in zip(self.commit_buckets, before.commit_buckets, strict=True)
+            ),
+            transit_bytes=self.transit_bytes - before.transit_bytes,
+            transit_moods=tuple(
+                a - b for a, b in zip(self.transit_moods, before.transit_moods, strict=True)
             ),
         )
 
@@ -197,6 +211,8 @@ def _sum(parts: list[Totals]) -> Totals:
         commit_buckets=tuple(
             sum(t.commit_buckets[i] for t in parts) for i in range(len(COMMIT_BUCKETS))
         ),
+        transit_bytes=sum(t.transit_bytes for t in parts),
+        transit_moods=tuple(sum(t.transit_moods[i] for t in parts) for i in range(len(MOODS))),
     )
 
 
@@ -256,6 +272,7 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "body_cache_limit": c.body_cache_bytes,
         },
         "archive": _archive(server),
+        "transit": _transit(server, hour),
         "commits": {
             "recent_mean_ms": recent_mean,
             "recent_p99_ms": recent_p99,
@@ -299,6 +316,8 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "limits": {k: [lm.get(k, 0) for lm in per_minute_limits] for k in kinds},
             "commit_mean_ms": [mean for mean, _ in commit],
             "commit_p99_ms": [p99 for _, p99 in commit],
+            "transit_bytes": [t.transit_bytes for t in gained],
+            "transit_pairs": [t.transit_moods[0] for t in gained],
         },
     }
     if not c.blur_usage:
@@ -317,6 +336,20 @@ def _top(counts: Counter[str]) -> list[list[Any]]:
 
 def _second(item: tuple[str, int]) -> int:
     return item[1]
+
+
+def _transit(server: ServerView, hour: Totals) -> dict[str, Any] | None:
+    """The relay now (waiting, pairs, bytes so far, refusals) and its last hour's moods."""
+    if server.transit is None:
+        return None
+    return {
+        "port": server.transit.port,
+        **server.transit.stats(),
+        "hour": {
+            "bytes": hour.transit_bytes,
+            "moods": dict(zip(MOODS, hour.transit_moods, strict=True)),
+        },
+    }
 
 
 def _archive(server: ServerView) -> dict[str, object] | None:

@@ -1,0 +1,109 @@
+"""The transit relay hosted by `pigeonhole serve`: one process for the whole wormhole.
+
+The relay itself is the `transit` package (docs/transit.md): a sans-I/O pairing core and
+TCP pairs moved by `os.splice` on this same event loop. This module is the server's side
+of it: the relay's settings from the server's (`--transit-*`, `--blur-usage`), its TCP
+listener on `--transit-port` on the same interfaces as `--host`, WebSocket transit at
+`/transit` on the public port (the front door hands the upgraded connection over here,
+sharing the relay's one pairing table with TCP), clients counted by the server's rule
+(pigeonhole/clients.py: an IPv6 client is its prefix), and the drain on shutdown: no new
+connection is taken, and active pairs get `--transit-drain-timeout` to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pigeonhole.clients import client_key
+from pigeonhole.config import ServerConfig
+from pigeonhole.server.handshake import HandshakeError, Head, accept
+from pigeonhole.server.listen import ALL_ADDRESSES
+from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
+
+log = logging.getLogger("pigeonhole.transit")
+
+#: where browsers and other WebSocket clients reach the relay on the public port
+TRANSIT_PATH = "/transit"
+
+
+def transit_config(c: ServerConfig) -> TransitConfig:
+    """The relay's bounds from the server's settings (declared once, in config.py)."""
+    return TransitConfig(
+        handshake_timeout=c.transit_handshake_timeout,
+        lonely_timeout=c.transit_lonely_timeout,
+        idle_timeout=c.transit_idle_timeout,
+        max_connections_per_address=c.transit_max_connections_per_address,
+        max_connections=c.transit_max_connections,
+        pair_buffer_bytes=c.transit_pair_buffer_bytes,
+        max_bytes_per_address_per_day=c.transit_max_bytes_per_address_per_day,
+        max_bytes_per_transfer=c.transit_max_bytes_per_transfer,
+        max_rate_bytes_per_second=c.transit_max_rate,
+        drain_timeout=c.transit_drain_timeout,
+        blur_usage=c.blur_usage or 0,
+        log_summary_interval=c.log_summary_interval,
+    )
+
+
+class TransitService:
+    """The relay as the server runs it; `usage` takes each finished connection's record."""
+
+    def __init__(
+        self, config: ServerConfig, usage: Callable[[UsageRecord], None] | None = None
+    ) -> None:
+        self.config = config
+        prefix = config.ipv6_prefix
+        self.relay = TransitRelay(
+            transit_config(config),
+            usage=usage or _dropped,
+            address_key=lambda host: client_key(host, prefix),
+        )
+        #: the TCP port bound (the configured one, or the one picked for port 0)
+        self.port: int | None = None
+
+    async def start(self) -> None:
+        host = self.config.host
+        await self.relay.start(
+            host=None if host == ALL_ADDRESSES else host, ports=[self.config.transit_port]
+        )
+        self.port = self.relay.ports[0]
+        log.info("transit relay listening on %s:%d and at %s", host, self.port, TRANSIT_PATH)
+
+    def accept_websocket(
+        self, transport: asyncio.Transport, head: Head, rest: bytes, client: str
+    ) -> None:
+        """Answer a WebSocket upgrade at /transit; the relay owns the connection then."""
+        try:
+            response = accept(head)
+        except HandshakeError as invalid:
+            transport.write(invalid.response)
+            transport.close()
+            return
+        transport.write(response)
+        self.relay.attach_websocket(transport, client, rest)
+
+    def stop_accepting(self) -> None:
+        self.relay.close_listeners()
+
+    async def stop(self) -> None:
+        """Let active pairs finish, up to the drain time; then close everything."""
+        waiting = self.relay.hub.core.active_pairs if self.port is not None else 0
+        if waiting:
+            log.info("transit: draining %d active pairs (up to %g s)", waiting,
+                     self.config.transit_drain_timeout)  # fmt: skip
+        await self.relay.stop(self.config.transit_drain_timeout)
+
+    def stats(self) -> dict[str, Any]:
+        """The relay's figures, refusals and moods keyed by plain strings (for JSON)."""
+        if self.port is None:
+            return {}
+        stats = self.relay.stats()
+        for name in ("refusals", "moods"):
+            stats[name] = {str(key): count for key, count in stats[name].items()}
+        return stats
+
+
+def _dropped(record: UsageRecord) -> None:
+    return None
