@@ -18,7 +18,12 @@ from postgres_support import postgres_url, run
 
 __all__ = ["postgres_url"]
 
-SCHEMA = ("postgres-v1.sql", "postgres-upgrade-v1-v2.sql", "postgres-upgrade-v2-v3.sql")
+SCHEMA = (
+    "postgres-v1.sql",
+    "postgres-upgrade-v1-v2.sql",
+    "postgres-upgrade-v2-v3.sql",
+    "postgres-upgrade-v3-v4.sql",
+)
 TABLES = "channel.nameplates, channel.nameplate_sides, channel.mailboxes, " + (
     "channel.mailbox_sides, channel.messages, usage.nameplates"
 )
