@@ -1,5 +1,6 @@
 """`export-usage`'s transit table: from usage.sqlite v2, from a v1 file (no transit yet),
-from a PostgreSQL store, and from the reference transit relay's own usage database."""
+and from the reference transit relay's own usage database (a PostgreSQL store's:
+tests/server/test_server_transit_usage.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,9 @@ from pathlib import Path
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from click.testing import CliRunner
-from server_support import base_config
 
 from pigeonhole.cli.usage import export_usage as export_usage_command
 from pigeonhole.pipeline import ExportConfig, ExportError, export_usage
-from pigeonhole.protocol.effects import UsageTransit
-from pigeonhole.server.app import MailboxServer
-from postgres_support import fresh_database, run
 from relay_usage_support import relay_usage_db
 
 from .usage_db import add_mailbox, add_transit, create_usage_db
@@ -67,28 +64,6 @@ def test_a_version_1_usage_database_exports_without_transit(tmp_path: Path) -> N
     result = export_usage(ExportConfig(db_path=db, out_dir=tmp_path / "out"))
     assert result.cursor["transit"] == 0 and result.cursor["mailboxes"] == 1
     assert not (tmp_path / "out" / "transit").exists()
-
-
-def test_transit_records_of_a_postgresql_store_export(tmp_path: Path) -> None:
-    """Records a running server committed to PostgreSQL come out as the transit table."""
-    records = [
-        UsageTransit(DAY1 + 10, 4.0, 0.5, 1_000_000, "happy"),
-        UsageTransit(DAY1 + 11, 9.0, None, 0, "redundant"),
-    ]
-
-    async def serve(url: str) -> None:
-        async with MailboxServer(base_config(tmp_path / "data", store=url)) as srv:
-            commit = srv.committer.submit(records)
-            assert commit is not None
-            await commit
-
-    with fresh_database() as url:
-        run(lambda: serve(url))
-        out = tmp_path / "out"
-        result = CliRunner().invoke(export_usage_command, ["--store", url, "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "transit up to id 2" in result.output
-    assert _values(out) == [(1, 4.0, 0.5, 1_000_000, "happy"), (2, 9.0, None, 0, "redundant")]
 
 
 def test_the_reference_relays_usage_database_exports_as_transit(tmp_path: Path) -> None:

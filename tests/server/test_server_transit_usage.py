@@ -1,10 +1,16 @@
-"""Transit relay records submitted to a running server's committer land in its store."""
+"""Transit relay records submitted to a running server's committer land in its store,
+and `export-usage` gives them back as the dataset's transit table, on either store."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from server_support import usage_rows
 
+from pigeonhole.pipeline import ExportConfig, export_usage
 from pigeonhole.protocol.effects import UsageTransit
 
 pytestmark = pytest.mark.asyncio
@@ -33,3 +39,25 @@ async def test_transit_records_are_written_durably_in_order(make_server):
         (r.started, r.total_time, r.waiting_time, r.total_bytes, r.result) for r in records
     ]
     assert [row["id"] for row in rows] == sorted(row["id"] for row in rows)
+
+
+async def test_committed_transit_records_export_as_the_transit_table(make_server, tmp_path: Path):
+    records = [
+        UsageTransit(1_795_000_010.0, 4.0, 0.5, 1_000_000, "happy"),
+        UsageTransit(1_795_000_011.0, 9.0, None, 0, "redundant"),
+    ]
+    async with make_server() as srv:
+        commit = srv.committer.submit(records)
+        assert commit is not None
+        await commit
+        config = srv.config
+    out = tmp_path / "dataset"
+    export = ExportConfig(db_path=config.data_dir / "usage.sqlite", out_dir=out, store=config.store)
+    # the exporter runs its own event loop for PostgreSQL: not on this test's
+    result = await asyncio.to_thread(export_usage, export)
+    assert result.cursor["transit"] == 2
+    data = pads.dataset(out / "transit", partitioning="hive", format="parquet").to_table()
+    rows = sorted(data.to_pylist(), key=lambda r: r["id"])
+    assert [(r["started"].timestamp(), *(r[c] for c in COLUMNS[1:])) for r in rows] == [
+        (r.started, r.total_time, r.waiting_time, r.total_bytes, r.result) for r in records
+    ]
