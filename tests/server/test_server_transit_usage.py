@@ -41,6 +41,21 @@ async def test_transit_records_are_written_durably_in_order(make_server):
     assert [row["id"] for row in rows] == sorted(row["id"] for row in rows)
 
 
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("commit_sync", ["thread", "loop"])
+async def test_the_in_loop_writer_writes_transit_records_too(make_server, commit_sync):
+    """With --commit-sync thread or loop the loop's own connection writes the batch."""
+    record = UsageTransit(1_700_000_000.0, 3.0, 1.0, 10_000, "happy")
+    async with make_server(commit_sync=commit_sync) as srv:
+        commit = srv.committer.submit([record])
+        assert commit is not None
+        await commit
+        rows = usage_rows(srv.config, "transit")
+    assert [tuple(row[c] for c in COLUMNS) for row in rows] == [
+        (1_700_000_000.0, 3.0, 1.0, 10_000, "happy")
+    ]
+
+
 async def test_committed_transit_records_export_as_the_transit_table(make_server, tmp_path: Path):
     records = [
         UsageTransit(1_795_000_010.0, 4.0, 0.5, 1_000_000, "happy"),
