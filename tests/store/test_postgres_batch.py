@@ -25,7 +25,7 @@ SCHEMA = (
     "postgres-upgrade-v3-v4.sql",
 )
 TABLES = "channel.nameplates, channel.nameplate_sides, channel.mailboxes, " + (
-    "channel.mailbox_sides, channel.messages, usage.nameplates"
+    "channel.mailbox_sides, channel.messages, usage.nameplates, usage.transit"
 )
 
 
@@ -53,6 +53,11 @@ async def _read(conn: Any) -> State:
         "SELECT app_id, started, waiting_time, total_time, result FROM usage.nameplates ORDER BY id"
     )
     state["usage_nameplates"] = [tuple(r) for r in rows]
+    rows = await conn.fetch(
+        "SELECT started, total_time, waiting_time, total_bytes, result FROM usage.transit"
+        " ORDER BY id"
+    )
+    state["usage_transit"] = [tuple(r) for r in rows]
     return state
 
 
