@@ -8,6 +8,7 @@ hourly segments), percentiles use DuckDB's exact `quantile_disc`.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import duckdb
 
@@ -24,7 +25,8 @@ def _hour(us: str) -> str:
 
 
 def connect(root: str) -> duckdb.DuckDBPyConnection:
-    """A connection with views `mail`, `plates` (sessions), `binds` and `samples` on ROOT."""
+    """A connection with views `mail`, `plates` (sessions), `binds` and `samples` on ROOT,
+    and `relay` (the transit records) when the dataset has them."""
     con = duckdb.connect()
     for view, table in (("mail", "mailboxes"), ("plates", "nameplates")):
         con.execute(f"""
@@ -36,6 +38,12 @@ def connect(root: str) -> duckdb.DuckDBPyConnection:
         '{root}/client_versions/*/*.parquet', hive_partitioning = false)""")
     con.execute(f"""CREATE VIEW samples AS SELECT * FROM read_parquet(
         '{root}/connection_counts/*/*.parquet', hive_partitioning = false)""")
+    if (Path(root) / "transit").is_dir():
+        con.execute(f"""
+            CREATE VIEW relay AS SELECT result, epoch_us(started) AS s,
+                epoch_us(started) + CAST(floor(total_time * 1000000) AS BIGINT) AS e,
+                waiting_time, total_time, total_bytes
+            FROM read_parquet('{root}/transit/*/*.parquet', hive_partitioning = false)""")
     return con
 
 
@@ -110,6 +118,50 @@ def connections(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
         FROM samples GROUP BY ALL""")
 
 
+_MOODS = ("happy", "jilted", "lonely", "redundant", "errory", "impatient", "empty")
+
+
+def transit(
+    con: duckdb.DuckDBPyConnection, first: dt.date, last: dt.date
+) -> duckdb.DuckDBPyRelation:
+    """daily_transit for every day of [first, last]: records by the day they ended, pairs
+    (happy or jilted) with exact percentiles, and the most pairs open at one instant
+    (a running sum with a zero tick at every day start)."""
+    lo = (first - _EPOCH).days * DAY_US
+    hi = ((last - _EPOCH).days + 1) * DAY_US
+    moods = ", ".join(f"count(*) FILTER (WHERE result = '{m}') AS {m}" for m in _MOODS)
+    known = ", ".join(f"'{m}'" for m in _MOODS)
+    return con.sql(f"""
+        WITH pairs AS (SELECT * FROM relay WHERE result IN ('happy', 'jilted')),
+        days AS (SELECT {_day("range")} AS day FROM range({lo}, {hi}, {DAY_US})),
+        counts AS (
+            SELECT {_day("e")} AS day, count(*) AS records,
+                count(*) FILTER (WHERE result IN ('happy', 'jilted')) AS pairs,
+                sum(total_bytes) AS bytes, {moods},
+                count(*) FILTER (WHERE result NOT IN ({known})) AS other
+            FROM relay GROUP BY ALL),
+        times AS (
+            SELECT {_day("e")} AS day,
+                quantile_disc(waiting_time, [0.5, 0.9, 0.99]) AS waiting,
+                quantile_disc(total_time, [0.5, 0.9, 0.99]) AS total
+            FROM pairs GROUP BY ALL),
+        ev AS (SELECT s AS t, 1 AS d FROM pairs WHERE e > s
+               UNION ALL SELECT e AS t, -1 AS d FROM pairs WHERE e > s
+               UNION ALL SELECT range AS t, 0 AS d FROM range({lo}, {hi}, {DAY_US})),
+        points AS (SELECT t, sum(d) AS d FROM ev GROUP BY t),
+        levels AS (SELECT t, sum(d) OVER (ORDER BY t ROWS UNBOUNDED PRECEDING) AS level
+                   FROM points),
+        peaks AS (SELECT {_day("t")} AS day, max(level) AS peak_pairs FROM levels
+                  WHERE t >= {lo} AND t < {hi} GROUP BY ALL)
+        SELECT days.day, coalesce(records, 0) AS records, coalesce(pairs, 0) AS pairs,
+            coalesce(bytes, 0) AS bytes,
+            {", ".join(f"coalesce({m}, 0) AS {m}" for m in _MOODS)},
+            coalesce(other, 0) AS other, waiting, total, peak_pairs
+        FROM days LEFT JOIN counts USING (day) LEFT JOIN times USING (day)
+            LEFT JOIN peaks USING (day)
+        ORDER BY days.day""")
+
+
 def all_metrics(
     con: duckdb.DuckDBPyConnection, first: dt.date, last: dt.date
 ) -> dict[str, duckdb.DuckDBPyRelation]:
@@ -126,4 +178,5 @@ def all_metrics(
         "daily_clients": clients(con, hourly=False),
         "hourly_clients": clients(con, hourly=True),
         "hourly_connections": connections(con),
+        "daily_transit": transit(con, first, last),
     }

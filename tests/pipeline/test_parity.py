@@ -14,7 +14,9 @@ import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from .conftest import ReportRun
-from .duckdb_reference import all_metrics, connect
+from .duckdb_reference import all_metrics, connect, transit
+
+PCT = (50, 90, 99)
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +139,24 @@ def test_clients_and_connections_agree(
         if min(days) <= k[0] <= max(days)
     }
     assert _keyed(rows, tuple(columns), values) == expected
+
+
+def test_the_transit_day_agrees(report_run: ReportRun) -> None:
+    """Every daily_transit row (both report runs) equals DuckDB's over the whole dataset:
+    counts by mood, bytes, the pairs' exact percentiles and the peak of pairs."""
+    rows = sorted(_spark(report_run, "daily_transit"), key=lambda r: r["day"])
+    days = [r["day"] for r in rows]
+    assert days == [days[0] + dt.timedelta(days=i) for i in range(len(days))]
+    con = connect(str(report_run.data))
+    expected = _rows(transit(con, days[0], days[-1]).to_arrow_table())
+    flat = [
+        {
+            **{k: v for k, v in r.items() if k not in ("waiting", "total")},
+            **{f"waiting_p{p}": (r["waiting"] or [None] * 3)[i] for i, p in enumerate(PCT)},
+            **{f"total_p{p}": (r["total"] or [None] * 3)[i] for i, p in enumerate(PCT)},
+        }
+        for r in expected
+    ]
+    assert rows == flat
+    assert sum(r["pairs"] for r in rows) > 1000 and max(r["peak_pairs"] for r in rows) >= 2
+    assert all(r["bytes"] > 0 for r in rows if r["pairs"])

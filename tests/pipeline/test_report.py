@@ -39,8 +39,8 @@ def test_daily_results_has_the_contract_columns(report_run: ReportRun) -> None:
 
 def test_progress_is_shown_step_by_step(report_run: ReportRun) -> None:
     """The run prints numbered steps while Spark works, then what it recomputed."""
-    assert "[1/12] checking the input and planning" in report_run.first_output
-    assert "[12/12] drawing the report page" in report_run.first_output
+    assert "[1/13] checking the input and planning" in report_run.first_output
+    assert "[13/13] drawing the report page" in report_run.first_output
     assert re.search(r"recomputed 2026-11-07 to 2026-11-1[89] ", report_run.first_output)
 
 
@@ -63,6 +63,15 @@ def test_the_page_is_one_self_contained_file(report_run: ReportRun) -> None:
     page = (report_run.out / "index.html").read_text()
     assert page.count('src="data:image/png;base64,') == 7
     assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_the_page_has_the_transit_relays_days(report_run: ReportRun) -> None:
+    """The relay's section: its totals line and a table of the latest 14 days."""
+    page = (report_run.out / "index.html").read_text()
+    section = page[page.index("<h2>Transit relay</h2>") :]
+    section = section[: section.index("<h2>", 5)]
+    assert "pairs relayed" in section and "GB relayed" in section
+    assert section.count("<tr>") == 1 + 14
 
 
 def test_a_directory_that_is_not_a_dataset_is_refused(spark: Any, tmp_path: Path) -> None:

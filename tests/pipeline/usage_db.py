@@ -1,4 +1,4 @@
-"""Usage databases for tests, made from the server's contract file usage-v1.sql."""
+"""Usage databases for tests, made from the server's contract files usage-v1.sql and -v2.sql."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import sqlite3
 from pathlib import Path
 
 SRC = Path(__file__).parents[2] / "src" / "pigeonhole"
-SCHEMA_SQL = SRC / "store" / "sqlite" / "schema" / "usage-v1.sql"
+SCHEMA_DIR = SRC / "store" / "sqlite" / "schema"
+SCHEMA_SQL = SCHEMA_DIR / "usage-v1.sql"
 
 
-def create_usage_db(path: Path) -> sqlite3.Connection:
+def create_usage_db(path: Path, version: int = 1) -> sqlite3.Connection:
     """A usage database made from the contract file, in WAL mode as the server opens it."""
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=WAL")
-    con.executescript(SCHEMA_SQL.read_text())
+    con.executescript((SCHEMA_DIR / f"usage-v{version}.sql").read_text())
     con.commit()
     return con
 
@@ -77,5 +78,22 @@ def add_sample(con: sqlite3.Connection, when: float, connections: int, mailboxes
     con.execute(
         "INSERT INTO current (rebooted, updated, blur_time, connections) VALUES (?, ?, NULL, ?)",
         (when - 3600, when, connections),
+    )
+    con.commit()
+
+
+def add_transit(
+    con: sqlite3.Connection,
+    started: float,
+    total: float,
+    waiting: float | None,
+    total_bytes: int,
+    result: str,
+) -> None:
+    """One transit relay record (a usage database of version 2)."""
+    con.execute(
+        "INSERT INTO transit (started, total_time, waiting_time, total_bytes, result)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (started, total, waiting, total_bytes, result),
     )
     con.commit()

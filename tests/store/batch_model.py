@@ -20,7 +20,7 @@ SIDES = ("a", "b")
 KINDS = (
     *("insert_nameplate", "delete_nameplate", "put_nameplate_side", "put_mailbox"),
     *("delete_mailbox", "put_mailbox_side", "put_message", "put_message", "touch"),
-    *("usage_nameplate", "notify"),
+    *("usage_nameplate", "usage_transit", "notify"),
 )
 
 #: what applying leaves: table -> key -> row (usage and notifications: lists, in order)
@@ -61,6 +61,9 @@ def random_batch(rng: random.Random, length: int, seqs: list[int]) -> list[list[
             rows.append([kind, APP, mailbox, t])
         elif kind == "usage_nameplate":
             rows.append([kind, APP, t, 1.5, 2.5, "happy"])
+        elif kind == "usage_transit":
+            paired = rng.random() < 0.5
+            rows.append([kind, t, 4.5, 0.5 if paired else None, 10_000 if paired else 0, "happy"])
         else:
             rows.append([kind, f"payload {len(rows)}"])
     return rows
@@ -74,6 +77,7 @@ def empty() -> State:
         "mailbox_sides": {},
         "messages": {},
         "usage_nameplates": [],
+        "usage_transit": [],
         "notify": [],
     }
 
@@ -110,6 +114,8 @@ def apply_row(state: State, row: list[Any]) -> None:
             state["mailboxes"][(f[0], f[1])] = (*found[:3], max(found[3], f[2]))
     elif kind == "usage_nameplate":
         state["usage_nameplates"].append(tuple(f))
+    elif kind == "usage_transit":
+        state["usage_transit"].append(tuple(f))
     elif kind == "notify":
         state["notify"].append(f[0])
     else:

@@ -65,11 +65,14 @@ def test_the_schema_files_live_with_their_backend() -> None:
         "channel-upgrade-v1-v2.sql",
         "channel-v1.sql",
         "channel-v2.sql",
+        "usage-upgrade-v1-v2.sql",
         "usage-v1.sql",
+        "usage-v2.sql",
     ]
     assert sorted(p.name for p in (STORE / "postgres" / "schema").glob("*.sql")) == [
         "postgres-upgrade-v1-v2.sql",
         "postgres-upgrade-v2-v3.sql",
+        "postgres-upgrade-v3-v4.sql",
         "postgres-v1.sql",
     ]
     assert not (STORE / "schema").exists()

@@ -18,9 +18,14 @@ from postgres_support import postgres_url, run
 
 __all__ = ["postgres_url"]
 
-SCHEMA = ("postgres-v1.sql", "postgres-upgrade-v1-v2.sql", "postgres-upgrade-v2-v3.sql")
+SCHEMA = (
+    "postgres-v1.sql",
+    "postgres-upgrade-v1-v2.sql",
+    "postgres-upgrade-v2-v3.sql",
+    "postgres-upgrade-v3-v4.sql",
+)
 TABLES = "channel.nameplates, channel.nameplate_sides, channel.mailboxes, " + (
-    "channel.mailbox_sides, channel.messages, usage.nameplates"
+    "channel.mailbox_sides, channel.messages, usage.nameplates, usage.transit"
 )
 
 
@@ -48,6 +53,11 @@ async def _read(conn: Any) -> State:
         "SELECT app_id, started, waiting_time, total_time, result FROM usage.nameplates ORDER BY id"
     )
     state["usage_nameplates"] = [tuple(r) for r in rows]
+    rows = await conn.fetch(
+        "SELECT started, total_time, waiting_time, total_bytes, result FROM usage.transit"
+        " ORDER BY id"
+    )
+    state["usage_transit"] = [tuple(r) for r in rows]
     return state
 
 

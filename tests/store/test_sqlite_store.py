@@ -161,6 +161,30 @@ def test_usage_rows_land_in_the_usage_file(store: SqliteStore, tmp_path: Path) -
     reader.close()
 
 
+def test_a_version_1_usage_database_gains_the_transit_table(tmp_path: Path) -> None:
+    """A usage file of version 1 is upgraded in place: its rows stay, transit rows land."""
+    path = tmp_path / "usage.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(schema_sql("usage", 1))
+    db.execute(
+        "INSERT INTO nameplates (app_id, started, waiting_time, total_time, result)"
+        " VALUES ('app', 1.0, NULL, 2.0, 'lonely')"
+    )
+    db.commit()
+    db.close()
+    store = SqliteStore(tmp_path / "channel.sqlite", path)
+    store.open()
+    try:
+        store.write([fx.UsageTransit(100.0, 5.0, 1.5, 20_000, "happy")])
+        assert store.db.execute("SELECT version FROM usage.version").fetchone() == (2,)
+        assert store.db.execute("SELECT result FROM usage.nameplates").fetchall() == [("lonely",)]
+        assert store.db.execute(
+            "SELECT id, started, total_time, waiting_time, total_bytes, result FROM usage.transit"
+        ).fetchall() == [(1, 100.0, 5.0, 1.5, 20_000, "happy")]
+    finally:
+        store.close()
+
+
 def test_unknown_version_is_refused(tmp_path: Path) -> None:
     """A database of another schema version is refused with a clear error."""
     path = tmp_path / "channel.sqlite"

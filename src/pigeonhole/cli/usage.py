@@ -36,6 +36,13 @@ from pigeonhole import pipeline
     " safe while it runs.",
 )
 @click.option(
+    "--reference-transit-usage-db",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Instead: the reference transit relay's usage database (its --usage-db),"
+    " read-only, as the transit table; safe while it runs.",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -53,17 +60,25 @@ def export_usage(
     data_dir: Path | None,
     store: str | None,
     reference_usage_db: Path | None,
+    reference_transit_usage_db: Path | None,
     out_dir: Path,
     page_rows: int,
 ) -> None:
     """Export finished usage records to day-partitioned Parquet; safe while the server runs."""
-    if sum(x is not None for x in (data_dir, store, reference_usage_db)) != 1:
-        raise click.UsageError("give exactly one of --data-dir, --store and --reference-usage-db")
+    sources = (data_dir, store, reference_usage_db, reference_transit_usage_db)
+    if sum(x is not None for x in sources) != 1:
+        raise click.UsageError(
+            "give exactly one of --data-dir, --store, --reference-usage-db and"
+            " --reference-transit-usage-db"
+        )
     config = pipeline.ExportConfig(
-        db_path=reference_usage_db or (data_dir or Path(".")) / "usage.sqlite",
+        db_path=reference_usage_db
+        or reference_transit_usage_db
+        or (data_dir or Path(".")) / "usage.sqlite",
         out_dir=out_dir,
         page_rows=page_rows,
         reference=reference_usage_db is not None,
+        reference_transit=reference_transit_usage_db is not None,
         store=store,
     )
     try:

@@ -10,8 +10,10 @@ target as it was. The reference's files are only ever opened read-only.
 What carries over: every live nameplate, mailbox, side (claimed, opened, mood) and
 message (bodies converted to bytes as the server stores them, message ids and arrival
 order kept), so a client that was waiting finishes once it reconnects; every usage row,
-with the reference's row ids as ours, and its `current` row. Channels get the grace
-period every restart gives: their expiry starts when `pigeonhole serve` starts.
+with the reference's row ids as ours, and its `current` row; with the reference transit
+relay's usage database too, every relay record becomes a `transit` row (its row id ours).
+Channels get the grace period every restart gives: their expiry starts when
+`pigeonhole serve` starts.
 """
 
 from __future__ import annotations
@@ -70,13 +72,19 @@ def import_reference(
     usage_db: Path | None,
     data_dir: Path,
     clock: Callable[[], float] = time.time,
+    transit_usage_db: Path | None = None,
 ) -> ImportSummary:
-    """Build DATA_DIR's databases from the reference's; raise ImportRefused before writing."""
+    """Build DATA_DIR's databases from the reference's; raise ImportRefused before writing.
+
+    `transit_usage_db`: the reference transit relay's usage database, if it kept one.
+    """
     channel = _open(ref.open_channel, channel_db)
-    usage = None
+    usage = transit = None
     try:
         if usage_db is not None:
             usage = _open(ref.open_usage, usage_db)
+        if transit_usage_db is not None:
+            transit = _open(ref.open_transit_usage, transit_usage_db)
         check_target(data_dir)
         summary = ImportSummary(channel.version, usage.version if usage else None)
         staging = data_dir.parent / f".{data_dir.name}.import-{os.getpid()}"
@@ -87,6 +95,8 @@ def import_reference(
             create_or_check(staging / "usage.sqlite", "usage", USAGE_VERSION)
             if usage is not None:
                 _import_usage(usage, staging / "usage.sqlite", summary)
+            if transit is not None:
+                _import_transit(transit, staging / "usage.sqlite", summary)
             _publish(staging, data_dir)
         except sqlite3.Error as err:
             raise ImportRefused(f"reading the reference failed, nothing imported: {err}") from err
@@ -95,8 +105,9 @@ def import_reference(
         return summary
     finally:
         channel.close()
-        if usage is not None:
-            usage.close()
+        for opened in (usage, transit):
+            if opened is not None:
+                opened.close()
 
 
 def _open(opener: Callable[[Path], ref.Opened], path: Path) -> ref.Opened:
@@ -204,6 +215,31 @@ def _import_usage(opened: ref.Opened, path: Path, summary: ImportSummary) -> Non
         db.close()
     for table, count in ref.skipped_usage_rows(opened).items():
         summary.skipped[f"usage {table} rows missing a required value"] = count
+    opened.con.execute("COMMIT")
+
+
+def _import_transit(opened: ref.Opened, path: Path, summary: ImportSummary) -> None:
+    """The relay's usage rows into our `transit` table, in one transaction."""
+    opened.con.execute("BEGIN")
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        cursor = opened.con.execute(ref.transit_query(paged=False))
+        count = 0
+        while batch := cursor.fetchmany(10_000):
+            db.executemany(
+                "INSERT INTO transit (id, started, total_time, waiting_time, total_bytes, result)"
+                " VALUES (?,?,?,?,?,?)",
+                batch,
+            )
+            count += len(batch)
+        summary.rows["usage transit"] = count
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    skipped = ref.skipped_transit_rows(opened)
+    if skipped:
+        summary.skipped["transit relay usage rows missing a required value"] = skipped
     opened.con.execute("COMMIT")
 
 

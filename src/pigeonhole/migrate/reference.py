@@ -6,7 +6,9 @@ and an optional usage database (`usage.sqlite`; v1, or v2 which adds `client_ver
 This module opens them through `file:...?mode=ro` URIs, so nothing here can change them
 and a running reference is never blocked, checks that they are what it expects, and
 turns their rows into Pigeonhole's: one mapping, used by `import-reference` and by
-`export-usage --reference-usage-db`.
+`export-usage --reference-usage-db`. The reference transit relay's usage database
+(magic-wormhole-transit-relay 0.5.0, `--usage-db`, schema v1) is read the same way: its
+`usage` rows become our `transit` rows.
 """
 
 from __future__ import annotations
@@ -65,6 +67,18 @@ USAGE_SELECTS: Mapping[str, tuple[str, str]] = {
         "connect_time IS NOT NULL",
     ),
 }
+
+
+#: the reference transit relay's usage database, schema v1 (`current` is a live gauge
+#: of that process: nothing to carry over)
+TRANSIT_TABLES: Mapping[str, frozenset[str]] = {
+    "usage": frozenset({"started", "total_time", "waiting_time", "total_bytes", "result"}),
+}
+#: our `transit` columns from the relay's `usage` rows (its rowid as our id, as above)
+TRANSIT_SELECT = (
+    "rowid, started, total_time, waiting_time, COALESCE(total_bytes, 0), result",
+    "started IS NOT NULL AND total_time IS NOT NULL AND result IS NOT NULL",
+)
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,27 @@ def open_channel(path: Path) -> Opened:
 def open_usage(path: Path) -> Opened:
     """The reference's usage database (`usage.sqlite`), v1 or v2, checked."""
     return _check(path, "usage", {1: USAGE_TABLES, 2: {**USAGE_TABLES, **USAGE_V2_TABLES}})
+
+
+def open_transit_usage(path: Path) -> Opened:
+    """The reference transit relay's usage database (its `--usage-db`), v1, checked."""
+    return _check(path, "transit relay usage", {1: TRANSIT_TABLES})
+
+
+def transit_query(paged: bool) -> str:
+    """SELECT of our `transit` columns from the relay's `usage` table (paged as above)."""
+    columns, valid = TRANSIT_SELECT
+    where = f"{valid} AND rowid > ? AND rowid <= ?" if paged else valid
+    limit = " LIMIT ?" if paged else ""
+    return f"SELECT {columns} FROM `usage` WHERE {where} ORDER BY rowid{limit}"
+
+
+def skipped_transit_rows(opened: Opened) -> int:
+    """The relay's usage rows left out because a required value is NULL."""
+    (count,) = opened.con.execute(
+        f"SELECT count(*) FROM `usage` WHERE NOT ({TRANSIT_SELECT[1]})"
+    ).fetchone()
+    return int(count)
 
 
 def usage_tables(opened: Opened) -> list[str]:

@@ -18,6 +18,8 @@ class ExportConfig:
     page_rows: int = 200_000
     #: `db_path` is the reference server's usage database (v1 or v2), not ours
     reference: bool = False
+    #: `db_path` is the reference transit relay's usage database (its `transit` rows)
+    reference_transit: bool = False
     #: read the usage tables of this PostgreSQL store instead (`db_path` unused)
     store: str | None = None
 

@@ -106,15 +106,48 @@ SCHEMAS: Mapping[str, pa.Schema] = {
             _field("mailboxes", pa.int64(), False, "mailboxes alive"),
         ]
     ),
+    "transit": pa.schema(
+        [
+            _field("id", pa.int64(), False, "row id in usage.sqlite (export cursor)"),
+            _field(
+                "started",
+                _TS,
+                False,
+                "connect time (blurred); for a pair, of the side whose end recorded it",
+            ),
+            _field(
+                "total_time", pa.float64(), False, "seconds from the first connect to last close"
+            ),
+            _field(
+                "waiting_time",
+                pa.float64(),
+                True,
+                "seconds between the two sides' connects; NULL if never paired",
+            ),
+            _field(
+                "total_bytes",
+                pa.int64(),
+                False,
+                "bytes relayed, both directions (rounded up when blurred)",
+            ),
+            _field(
+                "result",
+                pa.string(),
+                False,
+                "happy | jilted | lonely | redundant | errory | impatient | empty",
+            ),
+        ]
+    ),
 }
-#: tables of sessions (with `started` and `total_time`)
-SESSION_TABLES = ("mailboxes", "nameplates")
+#: tables of sessions (with `started` and `total_time`; a transit record is one too)
+SESSION_TABLES = ("mailboxes", "nameplates", "transit")
 #: The column each table is partitioned by (its UTC date becomes `day`).
 TIME_COLUMNS: Mapping[str, str] = {
     "nameplates": "started",
     "mailboxes": "started",
     "client_versions": "connect_time",
     "connection_counts": "sampled",
+    "transit": "started",
 }
 CURRENT_SCHEMA = pa.schema(
     [

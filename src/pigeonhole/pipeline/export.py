@@ -1,8 +1,9 @@
 """`export-usage`: copy new usage rows from the server's SQLite database into the dataset.
 
-The source is Pigeonhole's `usage.sqlite`, or the reference server's usage database read
-as it is (migrate/reference.py maps its rows to ours; its row ids serve as ours, and
-`import-reference` keeps them, so one dataset can follow an operator across the switch).
+The source is Pigeonhole's `usage.sqlite` (or its PostgreSQL store), or the reference
+server's usage database read as it is, or the reference transit relay's, which gives the
+`transit` table (migrate/reference.py maps their rows to ours; their row ids serve as ours,
+and `import-reference` keeps them, so one dataset can follow an operator across the switch).
 
 The database is opened read-only through a `file:...?mode=ro` URI, and every table is read
 inside one read transaction, so the export sees one consistent snapshot while the server
@@ -31,9 +32,13 @@ from pigeonhole.pipeline.dataset import (
     seconds_to_micros,
 )
 
-#: SQLite usage-v1 tables and the columns copied, in the dataset's order.
+#: the exported tables and the columns copied, in the dataset's order
 _COLUMNS = {name: schema.names for name, schema in SCHEMAS.items()}
-_SUPPORTED_DB_VERSIONS = frozenset({1})
+#: usage.sqlite versions read, and the tables each has (v2 added `transit`)
+_TABLES_BY_VERSION = {
+    1: tuple(t for t in SCHEMAS if t != "transit"),
+    2: tuple(SCHEMAS),
+}
 
 
 class ExportError(Exception):
@@ -50,6 +55,8 @@ def export_usage(config: ExportConfig) -> CommitResult:
     con: Any  # sqlite3.Connection, or PostgresReader (the same execute/fetch surface)
     if config.store is not None:
         con, queries, current_sql = _postgres(config.store)
+    elif config.reference_transit:
+        con, queries, current_sql = _reference_transit(config)
     elif config.reference:
         con, queries, current_sql = _reference(config)
     else:
@@ -58,7 +65,7 @@ def export_usage(config: ExportConfig) -> CommitResult:
     # and never blocks the server. The reference's is not (a reader holds off its
     # commits, which give up after 5 s), so there each statement reads one short page on
     # its own; its usage rows are only ever appended, so no snapshot is needed.
-    snapshot = not config.reference
+    snapshot = not (config.reference or config.reference_transit)
     read_rows = config.page_rows if snapshot else min(config.page_rows, REFERENCE_READ_ROWS)
     try:
         if snapshot:
@@ -71,7 +78,7 @@ def export_usage(config: ExportConfig) -> CommitResult:
             for page in pages:
                 writer.stage(table, page)
                 cursor[table] = int(page.column("id")[-1].as_py())
-        current = _current(con, current_sql)
+        current = None if current_sql is None else _current(con, current_sql)
         if current is not None:
             writer.stage_current(current)
         if snapshot:
@@ -86,31 +93,33 @@ def export_usage(config: ExportConfig) -> CommitResult:
 REFERENCE_READ_ROWS = 5_000
 #: per exported table: (SELECT of a page of rows between two ids, SELECT of the last id)
 Queries = dict[str, tuple[str, str]]
+#: the SELECT of the `current` row, or None: the source has none
+Current = str | None
 _CURRENT = "SELECT rebooted, updated, blur_time, connections FROM current"
 
 
-def _pigeonhole(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
+def _pigeonhole(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, Current]:
     con = ref.open_read_only(config.db_path)
     try:
-        _check_version(con)
+        tables = _check_version(con)
     except BaseException:
         con.close()
         raise
-    return con, _queries(""), _CURRENT
+    return con, _queries("", tables), _CURRENT
 
 
-def _queries(schema: str) -> Queries:
+def _queries(schema: str, tables: tuple[str, ...]) -> Queries:
     return {
         table: (
             f"SELECT {', '.join(_COLUMNS[table])} FROM {schema}{table}"
             " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
             f"SELECT max(id) FROM {schema}{table}",
         )
-        for table in SCHEMAS
+        for table in tables
     }
 
 
-def _postgres(url: str) -> tuple[Any, Queries, str]:
+def _postgres(url: str) -> tuple[Any, Queries, Current]:
     """The usage tables of a PostgreSQL store (schema `usage`: its postgres-v1.sql)."""
     from pigeonhole.pipeline.postgres_source import PostgresReader
 
@@ -120,17 +129,20 @@ def _postgres(url: str) -> tuple[Any, Queries, str]:
         raise ExportError(f"cannot read the PostgreSQL store: {err}") from err
     try:
         con.execute("SELECT 1 FROM usage.current LIMIT 1")
+        # schema version 4 added `usage.transit`; a store no newer node has opened lacks it
+        found = con.execute("SELECT to_regclass('usage.transit') IS NOT NULL").fetchone()
+        has_transit = found is not None and bool(found[0])
     except Exception as err:
         con.close()
         raise ExportError(f"not a Pigeonhole PostgreSQL store: {err}") from err
     return (
         con,
-        _queries("usage."),
+        _queries("usage.", _TABLES_BY_VERSION[2 if has_transit else 1]),
         "SELECT rebooted, updated, blur_time, connections FROM usage.current",
     )
 
 
-def _reference(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
+def _reference(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, Current]:
     """The reference's usage tables its version has (it keeps no connection counts)."""
     try:
         opened = ref.open_usage(config.db_path)
@@ -145,10 +157,26 @@ def _reference(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, str]:
     return opened.con, queries, ref.CURRENT_QUERY
 
 
-def _check_version(con: sqlite3.Connection) -> None:
+def _reference_transit(config: ExportConfig) -> tuple[sqlite3.Connection, Queries, Current]:
+    """The reference transit relay's `usage` rows, as our `transit` table."""
+    try:
+        opened = ref.open_transit_usage(config.db_path)
+    except ref.ReferenceError as err:
+        raise ExportError(str(err)) from err
+    except sqlite3.Error as err:
+        raise ExportError(f"{config.db_path}: {err}") from err
+    return opened.con, {"transit": (ref.transit_query(paged=True), _LAST_ROWID)}, None
+
+
+_LAST_ROWID = "SELECT max(rowid) FROM `usage`"
+
+
+def _check_version(con: sqlite3.Connection) -> tuple[str, ...]:
+    """The tables this usage database has, by its version; refuse unknown versions."""
     row = con.execute("SELECT version FROM version").fetchone()
-    if row is None or row[0] not in _SUPPORTED_DB_VERSIONS:
+    if row is None or row[0] not in _TABLES_BY_VERSION:
         raise ExportError(f"unsupported usage database version: {row and row[0]}")
+    return _TABLES_BY_VERSION[row[0]]
 
 
 def _check_cursor(config: ExportConfig, table: str, cursor: int, last: int | None) -> None:

@@ -25,7 +25,7 @@ from pigeonhole.pipeline import storage
 from pigeonhole.pipeline.extract import read_table
 from pigeonhole.pipeline.periods import DAY_US
 
-SESSION_TABLES = ("mailboxes", "nameplates")
+SESSION_TABLES = ("mailboxes", "nameplates", "transit")
 OTHER_TABLES = ("client_versions", "connection_counts")
 _DAY = re.compile(r"(?:^|/)day=(\d{4}-\d{2}-\d{2})/")
 #: a session file's name carries the last day its sessions reach (dataset.py)
@@ -111,7 +111,7 @@ def _describe(spark: SparkSession, root: str, paths: list[str]) -> list[InputFil
 def _session_ends(spark: SparkSession, root: str, paths: list[str]) -> dict[str, dt.date]:
     """(table/day=.../file name) -> the last day a session of that file reached.
 
-    One job for the files of both session tables (their rows read as a union).
+    One job for the files of every session table (their rows read as a union).
     """
     parts: list[DataFrame] = []
     for table in SESSION_TABLES:

@@ -26,6 +26,7 @@ from pigeonhole.pipeline.results import daily_from_hourly, results_by_period
 from pigeonhole.pipeline.schema import TABLES
 from pigeonhole.pipeline.summary import summarize
 from pigeonhole.pipeline.timing import timing_by_period
+from pigeonhole.pipeline.transit import daily_transit
 
 #: the tables `compute_tables` returns, in the order they are written
 PARTITIONED = tuple(name for name in TABLES if name != "anomalies")
@@ -80,6 +81,7 @@ def compute_tables(
         "daily_clients": clients_from_sides(sides, "day"),
         "hourly_clients": clients_from_sides(sides, "hour"),
         "hourly_connections": hourly_connections(inputs["connection_counts"]),
+        "daily_transit": daily_transit(inputs["transit"], first_day, last_day),
     }
     in_range = F.col("day").between(F.lit(first_day), F.lit(last_day))
     return {name: frame.where(in_range) for name, frame in tables.items()}
@@ -168,6 +170,7 @@ def _page_data(
         hourly=_pandas(table("hourly_summary").where(F.col("app_id").isNull() & recent)),
         connections=_pandas(table("hourly_connections").where(recent)),
         clients=_pandas(clients),
+        transit=_pandas(table("daily_transit")),
         anomalies=_pandas(table("anomalies")),
         blur_time=current.blur_time,
         watermark=None

@@ -31,6 +31,8 @@ class ReportData:
     connections: pd.DataFrame
     #: day, implementation, version, binds (all apps)
     clients: pd.DataFrame
+    #: daily_transit rows (the relay's days)
+    transit: pd.DataFrame
     anomalies: pd.DataFrame
     blur_time: int | None
     #: when the data ends (the export's last sample); later periods are not charted
@@ -86,6 +88,7 @@ def render(data: ReportData) -> bytes:
             f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             for t, png in images
         ),
+        _transit_section(data.transit),
         _anomaly_table(data.anomalies),
         _tables_section(data.tables),
         "</body></html>",
@@ -127,6 +130,51 @@ def _figures(daily: pd.DataFrame, anomalies: pd.DataFrame) -> str:
     ]
     cells = "".join(f"<div class=figure><b>{v}</b>{html.escape(k)}</div>" for k, v in figures)
     return f"<div class=figures>{cells}</div>"
+
+
+#: daily_transit columns the page shows, and their headings
+_TRANSIT_COLUMNS = (
+    ("day", "day"),
+    ("pairs", "pairs"),
+    ("bytes", "GB relayed"),
+    ("happy", "happy"),
+    ("lonely", "lonely"),
+    ("redundant", "redundant"),
+    ("errory", "errory"),
+    ("impatient", "impatient"),
+    ("empty", "empty"),
+    ("waiting_p50", "waiting p50 s"),
+    ("total_p50", "total p50 s"),
+    ("total_p99", "total p99 s"),
+    ("peak_pairs", "peak pairs"),
+)
+
+
+def _transit_section(transit: pd.DataFrame) -> str:
+    """The relay's latest days: pairs, bytes, moods, pairs' times, peak pairs."""
+    head = "<h2>Transit relay</h2>"
+    if transit.empty or int(transit["records"].sum()) == 0:
+        return head + "<p>No relay records in this period.</p>"
+    rows = transit.sort_values("day").tail(14)
+    total = int(transit["bytes"].sum())
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(_transit_cell(c, r[c]))}</td>" for c, _ in _TRANSIT_COLUMNS)
+        + "</tr>"
+        for _, r in rows.iterrows()
+    )
+    header = "".join(f"<th>{html.escape(h)}</th>" for _, h in _TRANSIT_COLUMNS)
+    return (
+        f"{head}<p>{int(transit['pairs'].sum()):,} pairs relayed {total / 1e9:,.1f} GB over "
+        f"{len(transit)} days; the latest {len(rows)} days:</p>"
+        f"<table><tr>{header}</tr>{body}</table>"
+    )
+
+
+def _transit_cell(column: str, value: object) -> str:
+    if column == "bytes" and isinstance(value, int | float):
+        return f"{value / 1e9:,.2f}"
+    return _cell(value)
 
 
 def _anomaly_table(anomalies: pd.DataFrame) -> str:

@@ -71,6 +71,15 @@ INPUT: Mapping[str, T.StructType] = {
         ("mailboxes", _L, ""),
         ("day", _DATE, ""),
     ),
+    "transit": _struct(
+        ("id", _L, ""),
+        ("started", _TS, ""),
+        ("total_time", _D, ""),
+        ("waiting_time", _D, ""),
+        ("total_bytes", _L, ""),
+        ("result", _S, ""),
+        ("day", _DATE, ""),
+    ),
 }
 CURRENT = _struct(
     ("rebooted", _TS, ""), ("updated", _TS, ""), ("blur_time", _L, ""), ("connections", _L, "")
@@ -134,6 +143,30 @@ def _clients(*period: tuple[str, T.DataType, str]) -> T.StructType:
     )
 
 
+#: the transit relay's moods, a column each in `daily_transit` (the reference's vocabulary)
+TRANSIT_MOODS = ("happy", "jilted", "lonely", "redundant", "errory", "impatient", "empty")
+
+
+def _transit(*period: tuple[str, T.DataType, str]) -> T.StructType:
+    return _struct(
+        *period,
+        ("records", _L, "relay records that ended in the period (every mood)"),
+        ("pairs", _L, "of those, pairs (happy or jilted)"),
+        ("bytes", _L, "bytes relayed by those records, both directions (blurred: rounded up)"),
+        *((m, _L, f"records with mood {m}") for m in TRANSIT_MOODS),
+        ("other", _L, "records with a mood not listed above"),
+        *(
+            (f"waiting_p{p}", _D, f"pairs' waiting time p{p}, seconds (exact, nearest rank)")
+            for p in (50, 90, 99)
+        ),
+        *(
+            (f"total_p{p}", _D, f"pairs' total time p{p}, seconds (exact, nearest rank)")
+            for p in (50, 90, 99)
+        ),
+        ("peak_pairs", _L, "most pairs relaying at once during the period"),
+    )
+
+
 _DAILY, _HOURLY = (_DAY,), (_DAY, _HOUR)
 
 #: Every table the report writes under OUTPUT/tables/NAME/.
@@ -155,6 +188,7 @@ TABLES: Mapping[str, T.StructType] = {
         ("max_nameplates", _L, "most nameplates alive sampled"),
         ("max_mailboxes", _L, "most mailboxes alive sampled"),
     ),
+    "daily_transit": _transit(*_DAILY),
     "anomalies": _struct(
         _DAY,
         ("hour", _I, "UTC hour for hourly signals; NULL for daily ones"),

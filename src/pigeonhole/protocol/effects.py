@@ -126,6 +126,22 @@ class UsageConnectionCount:
     blur_time: int | None
 
 
+@dataclass(slots=True)
+class UsageTransit:
+    """One transit relay record, with the reference relay's fields (its `usage` row).
+
+    `started` is epoch seconds (blurred by the relay under --blur-usage), `waiting_time`
+    None when the connection never paired, `total_bytes` both directions, `result` the
+    mood (happy, lonely, redundant, errory, impatient, empty, jilted).
+    """
+
+    started: float
+    total_time: float
+    waiting_time: float | None
+    total_bytes: int
+    result: str
+
+
 Effect = (
     PutNameplate
     | DeleteNameplate
@@ -138,4 +154,5 @@ Effect = (
     | UsageMailbox
     | UsageClientVersion
     | UsageConnectionCount
+    | UsageTransit
 )

@@ -1,4 +1,4 @@
-"""Effects as the JSON `channel.apply_batch` takes (schema/postgres-upgrade-v2-v3.sql).
+"""Effects as the JSON `channel.apply_batch` takes (schema/postgres-upgrade-v3-v4.sql).
 
 Each effect becomes a row of writes, `[kind, field, ...]`; parts.py groups a batch's rows
 into set-based statements, one per kind.
@@ -104,5 +104,13 @@ _ENCODERS: dict[type, Callable[[Any], list[Any]]] = {
         e.mailboxes,
         e.rebooted,
         e.blur_time,
+    ],
+    fx.UsageTransit: lambda e: [
+        "usage_transit",
+        e.started,
+        e.total_time,
+        e.waiting_time,
+        e.total_bytes,
+        e.result,
     ],
 }

@@ -1,6 +1,6 @@
 """A batch's writes grouped into parts: one SQL statement per kind of write, not per write.
 
-`channel.apply_batch` (schema/postgres-upgrade-v2-v3.sql) runs each part as one
+`channel.apply_batch` (schema/postgres-upgrade-v3-v4.sql) runs each part as one
 set-based statement, so a batch of about a hundred commands costs a dozen statements
 instead of a hundred and more PL/pgSQL steps. Grouping may reorder writes, so it only
 groups writes that commute. Within a *segment* no row is written twice: a side written
@@ -33,6 +33,7 @@ ORDER = (
     "usage_mailbox",
     "usage_client_version",
     "usage_connection_count",
+    "usage_transit",
     "notify",
 )
 _RANK = {kind: i for i, kind in enumerate(ORDER)}

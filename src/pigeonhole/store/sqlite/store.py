@@ -35,7 +35,7 @@ from pigeonhole.store.loading import OwnerOf, StoredRows, load_state, same_owner
 from pigeonhole.store.sqlite.migrations import create_or_check
 
 CHANNEL_VERSION = 2
-USAGE_VERSION = 1
+USAGE_VERSION = 2
 
 
 class SqliteStore:
@@ -240,6 +240,14 @@ def _usage_connection_count(db: sqlite3.Connection, e: fx.UsageConnectionCount) 
     )
 
 
+def _usage_transit(db: sqlite3.Connection, e: fx.UsageTransit) -> None:
+    db.execute(
+        "INSERT INTO usage.transit (started, total_time, waiting_time, total_bytes, result)"
+        " VALUES (?,?,?,?,?)",
+        (e.started, e.total_time, e.waiting_time, e.total_bytes, e.result),
+    )
+
+
 _WRITERS: dict[type, Writer] = {
     fx.PutNameplate: _put_nameplate,
     fx.DeleteNameplate: _delete_nameplate,
@@ -252,6 +260,7 @@ _WRITERS: dict[type, Writer] = {
     fx.UsageMailbox: _usage_mailbox,
     fx.UsageClientVersion: _usage_client_version,
     fx.UsageConnectionCount: _usage_connection_count,
+    fx.UsageTransit: _usage_transit,
 }
 
 #: every effect type `write` knows (what the store helper process may be sent)
