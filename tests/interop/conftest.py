@@ -28,7 +28,7 @@ from interop_support import (
     Server,
     TransitRelay,
 )
-from relay_support import RelayProcess, SplitNets
+from relay_support import ServedRelay, SplitNets
 
 
 @pytest.fixture(scope="session")
@@ -87,11 +87,12 @@ def harness(net: Net, server: Server, codes: Codes, tmp_path: Path) -> Harness:
 
 
 @pytest.fixture(scope="session")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    """Pigeonhole's transit relay on the host's loopback: `host`, `port`, and `records()`
-    (its usage records as dicts with the reference's keys, `mood` included). The only
-    place that says where the relay comes from."""
-    running = RelayProcess(tmp_path_factory.mktemp("pigeonhole-relay"))
+def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRelay]:
+    """Pigeonhole's transit relay on the host's loopback, as `pigeonhole serve` hosts it:
+    `host`, `port`, and `records()` (its usage records as dicts with the reference's keys,
+    `mood` included, from the server's usage database). The only place that says where
+    the relay comes from."""
+    running = ServedRelay(tmp_path_factory.mktemp("pigeonhole-relay"))
     try:
         yield running
     finally:
@@ -101,7 +102,7 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
 
 @pytest.fixture(scope="session")
 def split_nets(
-    relay: RelayProcess, tmp_path_factory: pytest.TempPathFactory
+    relay: ServedRelay, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SplitNets]:
     """A namespace per side of a transfer, both forwarding to `relay` (and the mailbox)."""
     if shutil.which("unshare") is None or shutil.which("nsenter") is None:

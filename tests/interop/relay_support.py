@@ -1,8 +1,8 @@
 """Pigeonhole's transit relay and Dilation clients for the tests that force real clients
 through a relay.
 
-- `RelayProcess`: `python -m pigeonhole.transit --usage-json` on a free 127.0.0.1 port; its
-  usage records (the reference's `--log-fd` JSON lines) are collected from stdout.
+- `ServedRelay`: `pigeonhole serve`'s own relay (`--transit-port`, a free 127.0.0.1 port);
+  its usage records are read from the server's usage database (the `transit` table).
 - `SplitNets`: two private namespaces (see `NetNS`), one per side of a transfer, each with
   forwarders to the mailbox and to the relay, so no direct path exists between the sides.
 - `Fowld`: the `fowld` daemon (fowl, on magic-wormhole's Dilation) in a namespace, driven
@@ -15,11 +15,9 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
-import re
-import signal
 import socket
+import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +29,6 @@ from interop_support import BIN, Forwarder, InteropError, Net, NetNS, kill_tree,
 import process_support
 
 FOWLD = BIN / "fowld"
-LISTENING_RE = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
 #: a usage record as the relay writes it: started, total_time, waiting_time, total_bytes, mood
 Record = dict[str, Any]
 
@@ -48,51 +45,41 @@ def _read_lines(stream: IO[bytes], into: Callable[[str], None]) -> threading.Thr
     return thread
 
 
-class RelayProcess:
-    """Pigeonhole's relay alone (`python -m pigeonhole.transit`), stopped by PID."""
+class ServedRelay:
+    """The relay `pigeonhole serve` hosts, on a server of its own, stopped by PID."""
 
     host = "127.0.0.1"
 
     def __init__(self, workdir: Path) -> None:
-        self.log_path = workdir / "transit-relay.log"
-        self._records: list[Record] = []
-        self._lock = threading.Lock()
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pigeonhole.transit", "--host", self.host,
-                 "--port", "0", "--usage-json"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-            )  # fmt: skip
-        assert self.proc.stdout is not None
-        self._reader = _read_lines(self.proc.stdout, self._add)
-        self.port = self._wait_listening(20.0)
-
-    def _add(self, line: str) -> None:
-        with self._lock:
-            self._records.append(json.loads(line))
-
-    def _wait_listening(self, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while (found := LISTENING_RE.search(self.log_text())) is None:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise InteropError(f"the transit relay did not start:\n{tail(self.log_text())}")
-            time.sleep(0.05)
-        return int(found.group(1))
+        self.port = process_support.free_port()
+        self.usage_db = workdir / "data" / "usage.sqlite"
+        self.server = process_support.ServeProcess(
+            workdir / "serve.log",
+            "--host",
+            self.host,
+            "--data-dir",
+            str(workdir / "data"),
+            "--transit-port",
+            str(self.port),
+        )
+        self.server.start()
 
     def records(self) -> list[Record]:
-        """Every usage record written so far, oldest first."""
-        with self._lock:
-            return list(self._records)
+        """Every usage record committed so far, oldest first, with the reference's keys."""
+        with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
+            rows = db.execute(
+                "SELECT started, total_time, waiting_time, total_bytes, result FROM transit"
+                " ORDER BY rowid"
+            ).fetchall()
+        keys = ("started", "total_time", "waiting_time", "total_bytes", "mood")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.server.log_text()
 
     def stop(self) -> int | None:
-        """SIGTERM (the relay drains, then exits 0); SIGKILL after 15 s."""
-        status = process_support.stop(self.proc, signal.SIGTERM)
-        self._reader.join(5)
-        return status
+        """SIGTERM: the relay drains, the server exits 0."""
+        return self.server.stop()
 
 
 def wait_for_happy(
@@ -116,7 +103,7 @@ def wait_for_happy(
 class SplitNets:
     """Two namespaces, `send` and `receive`, each forwarding to one mailbox and relay."""
 
-    def __init__(self, workdir: Path, relay: RelayProcess) -> None:
+    def __init__(self, workdir: Path, relay: ServedRelay) -> None:
         self.forwarder = Forwarder()
         self._spaces: list[NetNS] = []
         try:
@@ -126,7 +113,7 @@ class SplitNets:
             self.close()
             raise
 
-    def _net(self, workdir: Path, relay: RelayProcess) -> Net:
+    def _net(self, workdir: Path, relay: ServedRelay) -> Net:
         workdir.mkdir(parents=True, exist_ok=True)
         netns = NetNS(workdir)
         self._spaces.append(netns)

@@ -24,7 +24,7 @@ from interop_support import (
     random_file,
     require,
 )
-from relay_support import FOWLD, EchoServer, Fowld, RelayProcess, SplitNets, wait_for_happy
+from relay_support import FOWLD, EchoServer, Fowld, ServedRelay, SplitNets, wait_for_happy
 
 MIB = 1 << 20
 FILE_SIZE = 20 * MIB
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.interop
 def test_file_goes_through_our_relay(
     sender: Kind,
     receiver: Kind,
-    relay: RelayProcess,
+    relay: ServedRelay,
     split_nets: SplitNets,
     server: Server,
     codes: Codes,
@@ -82,7 +82,7 @@ def echo_through(conn: socket.socket, size: int) -> tuple[str, str]:
 
 
 def test_dilation_forwards_a_stream_through_our_relay(
-    relay: RelayProcess, split_nets: SplitNets, server: Server, tmp_path: Path
+    relay: ServedRelay, split_nets: SplitNets, server: Server, tmp_path: Path
 ) -> None:
     """fowld on both sides: a port forwarded from one namespace to an echo server in the
     other carries 8 MiB each way over Dilation, which fowld always dials through

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import sqlite3
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -174,3 +175,22 @@ async def test_metrics_and_status_show_the_relay(start: Start) -> None:
         assert transit["hour"]["moods"]["happy"] == 1
         assert transit["hour"]["bytes"] >= MIB
         await lonely.close()
+
+
+async def test_usage_records_are_committed_to_the_usage_database(
+    start: Start, tmp_path: Path
+) -> None:
+    async with start() as server:
+        await relay_through(server, "ws", "tcp", MIB)
+        lonely = await open_client(server, "tcp")
+        await lonely.send(line(token(), side()))
+        await asyncio.sleep(0.2)
+        await lonely.close()
+        for _ in range(50):
+            if server.transit.stats()["moods"].get("lonely"):
+                break
+            await asyncio.sleep(0.1)
+    with sqlite3.connect(tmp_path / "data" / "usage.sqlite") as db:
+        rows = db.execute("SELECT result, total_bytes FROM transit ORDER BY result").fetchall()
+    assert [r[0] for r in rows] == ["happy", "lonely"]
+    assert rows[0][1] == MIB

@@ -7,18 +7,20 @@ listener on `--transit-port` on the same interfaces as `--host`, WebSocket trans
 `/transit` on the public port (the front door hands the upgraded connection over here,
 sharing the relay's one pairing table with TCP), clients counted by the server's rule
 (pigeonhole/clients.py: an IPv6 client is its prefix), and the drain on shutdown: no new
-connection is taken, and active pairs get `--transit-drain-timeout` to finish.
+connection is taken, and active pairs get `--transit-drain-timeout` to finish. Each
+connection's (or pair's) usage record goes to the server's store through the group
+committer, like the mailbox's usage rows (`transit` in the usage database).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
+from pigeonhole.protocol import effects as fx
 from pigeonhole.server.handshake import HandshakeError, Head, accept
 from pigeonhole.server.listen import ALL_ADDRESSES
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
@@ -47,21 +49,41 @@ def transit_config(c: ServerConfig) -> TransitConfig:
     )
 
 
-class TransitService:
-    """The relay as the server runs it; `usage` takes each finished connection's record."""
+class Committer(Protocol):
+    """Where usage records go: the server's group committer (store/group_commit.py)."""
 
-    def __init__(
-        self, config: ServerConfig, usage: Callable[[UsageRecord], None] | None = None
-    ) -> None:
+    def submit(self, effects: list[fx.Effect]) -> object: ...
+
+
+class TransitService:
+    """The relay as the server runs it; each finished connection's record is committed."""
+
+    def __init__(self, config: ServerConfig, committer: Committer) -> None:
         self.config = config
+        self._committer = committer
         prefix = config.ipv6_prefix
         self.relay = TransitRelay(
             transit_config(config),
-            usage=usage or _dropped,
+            usage=self._usage,
             address_key=lambda host: client_key(host, prefix),
         )
         #: the TCP port bound (the configured one, or the one picked for port 0)
         self.port: int | None = None
+
+    def _usage(self, record: UsageRecord) -> None:
+        """A relay connection or pair ended: its record joins the next commit (not awaited:
+        the relay never waits for its store)."""
+        self._committer.submit(
+            [
+                fx.UsageTransit(
+                    record.started,
+                    record.total_time,
+                    record.waiting_time,
+                    record.total_bytes,
+                    str(record.result),
+                )
+            ]
+        )
 
     async def start(self) -> None:
         host = self.config.host
@@ -104,6 +126,3 @@ class TransitService:
             stats[name] = {str(key): count for key, count in stats[name].items()}
         return stats
 
-
-def _dropped(record: UsageRecord) -> None:
-    return None
