@@ -357,38 +357,57 @@ async def measure_memory() -> Memory:
     return sizes
 
 
-def ratio(ours: float | None, reference: float | None) -> str:
-    return f"{ours / reference:.2f}x" if ours is not None and reference else "-"
+#: a figure's name, each relay's figure divided by the reference's (TCP_KINDS[1:] in order),
+#: and the issue's target: the bound and whether the figure must stay at most (-1) or at
+#: least (+1) that, or None
+RatioRow = tuple[str, list[float | None], tuple[float, int] | None]
 
 
-def ratio_rows(rates: Rates, sizes: Memory) -> list[tuple[str, list[str], str]]:
-    """Each kind's figures divided by the reference's, with the issue's target if it has one."""
+def ratio(ours: float | None, reference: float | None) -> float | None:
+    return ours / reference if ours is not None and reference else None
+
+
+def ratio_rows(rates: Rates, sizes: Memory) -> list[RatioRow]:
+    """Each relay's figures divided by the reference's, with the issue's target if any."""
 
     def rate(kind: str, transport: str, pairs: int, column: int) -> float | None:
         row = rates.get((kind, transport, pairs))
         return row[column] if row else None
 
-    rows = []
-    for transport, target in (("tcp", "<= 0.15x"), ("ws", "<= 0.35x")):
+    def against(transport: str, pairs: int, column: int) -> list[float | None]:
+        reference = rate("reference", transport, pairs, column)
+        return [ratio(rate(k, transport, pairs, column), reference) for k in TCP_KINDS[1:]]
+
+    rows: list[RatioRow] = []
+    for transport, bound in (("tcp", 0.15), ("ws", 0.35)):
         for pairs in (1, 100):
-            cells = [ratio(rate(k, transport, pairs, 1), rate("reference", transport, pairs, 1))
-                     for k in TCP_KINDS[1:]]  # fmt: skip
-            rows.append((f"{transport} CPU s/GB, {pairs} pair(s)", cells, target))
+            name = f"{transport} CPU s/GB, {pairs} pair(s)"
+            rows.append((name, against(transport, pairs, 1), (bound, -1)))
     for transport in ("tcp", "ws"):
-        cells = [ratio(rate(k, transport, 100, 0), rate("reference", transport, 100, 0))
-                 for k in TCP_KINDS[1:]]  # fmt: skip
-        rows.append((f"{transport} MB/s at 100 pairs", cells, ">= 2x"))
+        rows.append((f"{transport} MB/s at 100 pairs", against(transport, 100, 0), (2.0, +1)))
     for i, what in enumerate(("waiting", "active")):
         cells = [ratio(sizes[k][i], sizes["reference"][i]) for k in TCP_KINDS[1:]]
-        rows.append((f"RSS per {what} connection", cells, ""))
+        rows.append((f"RSS per {what} connection", cells, None))
     return rows
 
 
+def verdict(value: float | None, target: tuple[float, int] | None) -> str:
+    if target is None or value is None:
+        return ""
+    bound, direction = target
+    return "yes" if (value - bound) * direction >= 0 else "no"
+
+
 def print_ratios(rates: Rates, sizes: Memory) -> None:
-    print("\n| against the reference | " + " | ".join(TCP_KINDS[1:]) + " | target |")
-    print("|---" * (len(TCP_KINDS) + 1) + "|")
-    for name, cells, target in ratio_rows(rates, sizes):
-        print(f"| {name} | " + " | ".join(cells) + f" | {target} |")
+    """The ratio table; the last column says whether `pigeonhole serve` meets the target."""
+    print(
+        "\n| against the reference | " + " | ".join(TCP_KINDS[1:]) + " | target | serve meets it |"
+    )
+    print("|---" * (len(TCP_KINDS) + 2) + "|")
+    for name, values, target in ratio_rows(rates, sizes):
+        cells = " | ".join("-" if v is None else f"{v:.2f}x" for v in values)
+        wanted = "" if target is None else f"{'<=' if target[1] < 0 else '>='} {target[0]:g}x"
+        print(f"| {name} | {cells} | {wanted} | {verdict(values[-1], target)} |")
 
 
 async def main(args: argparse.Namespace) -> None:
