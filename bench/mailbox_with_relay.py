@@ -1,7 +1,7 @@
 """Mailbox latency beside a steady transit relay load: the relay hosted by `pigeonhole
 serve` against today's two-program deployment, side by side in one run.
 
-    .venv/bin/python bench/mailbox_with_relay.py       # default run, about 3 minutes
+    .venv/bin/python bench/mailbox_with_relay.py       # default run, about 2 minutes
     .venv/bin/python bench/mailbox_with_relay.py --rounds 1 --measure 3 --relay-pairs 4
                                                        # a smoke test
 

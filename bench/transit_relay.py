@@ -1,9 +1,9 @@
 """Transit relays side by side: the reference, a trivial asyncio relay, a bare splice
-relay (the ceiling) and Pigeonhole's, alone (`python -m pigeonhole.transit`'s relay in a
-process of this script) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
+relay (the ceiling) and Pigeonhole's, alone (its relay in a process of this script, on
+asyncio's default loop) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
 WebSocket to `/transit` on the public port), each in its own process, one load generator.
 
-    .venv/bin/python bench/transit_relay.py            # default run, about 2 minutes
+    .venv/bin/python bench/transit_relay.py            # default run, about a minute
     .venv/bin/python bench/transit_relay.py --scale 0.05   # a smoke test
 
 Rows: relay CPU seconds per GB relayed (the relay process's user+system time from /proc;
@@ -405,7 +405,7 @@ def print_ratios(rates: Rates, sizes: Memory) -> None:
     )
     print("|---" * (len(TCP_KINDS) + 2) + "|")
     for name, values, target in ratio_rows(rates, sizes):
-        cells = " | ".join("-" if v is None else f"{v:.2f}x" for v in values)
+        cells = " | ".join("-" if v is None else f"{v:.3g}x" for v in values)
         wanted = "" if target is None else f"{'<=' if target[1] < 0 else '>='} {target[0]:g}x"
         print(f"| {name} | {cells} | {wanted} | {verdict(values[-1], target)} |")
 
