@@ -306,6 +306,12 @@ def report(by_row: dict[str, list[dict[str, Any]]], args: argparse.Namespace) ->
         "|---|---|---|---|---|---|---|---|",
         *(table_row(row, results) for row, results in by_row.items()),
     ]
+    for row, results in by_row.items():  # said only when it happens
+        lost = sum(r["relay_sent"] - r["relay_received"] for r in results)
+        if lost:
+            lines.append(f"\n{ROWS[row]}: {lost:,} relay bytes sent were never received")
+        if not all(r["alive"] for r in results):
+            lines.append(f"\n{ROWS[row]}: the server or the relay died during the row")
     ratios = [
         p99_ratios(by_row, other) for other in ("B", "B2") if "A" in by_row and other in by_row
     ]
