@@ -1,16 +1,19 @@
 """Transit relays side by side: the reference, a trivial asyncio relay, a bare splice
-relay (the ceiling) and Pigeonhole's, each in its own process, one load generator.
+relay (the ceiling) and Pigeonhole's, alone (its relay in a process of this script, on
+asyncio's default loop) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
+WebSocket to `/transit` on the public port), each in its own process, one load generator.
 
-    .venv/bin/python bench/transit_relay.py            # default run, under 2 minutes
+    .venv/bin/python bench/transit_relay.py            # default run, about a minute
     .venv/bin/python bench/transit_relay.py --scale 0.05   # a smoke test
 
-Rows: relay CPU seconds per GB relayed (the relay process's user+system time from /proc)
-and MB/s at 1 and 100 pairs, over TCP and (reference, Pigeonhole) WebSocket; then memory
-per waiting and per active connection (the relay's RSS growth over 200 connections).
-Prints numbers only: the machine and the Python load generator bound what is seen. At
-small `--scale` the 100-pair rows measure mostly connection set-up, and CPU seconds come
-in clock ticks (10 ms), so only the default sizes give figures worth comparing.
-"""
+Rows: relay CPU seconds per GB relayed (the relay process's user+system time from /proc;
+for `serve`, its process and descendants) and MB/s at 1 and 100 pairs, over TCP and
+(reference, Pigeonhole) WebSocket; then memory per waiting and per active connection (the
+relay's RSS growth over 200 connections); then each relay's figures divided by the
+reference's, beside the targets (CPU s/GB: TCP at most 0.15x, WebSocket at most 0.35x;
+MB/s at 100 pairs at least 2x). The machine and the Python load generator bound what is
+seen. At small `--scale` the 100-pair rows measure mostly connection set-up, and CPU
+seconds come in clock ticks (10 ms), so only the default sizes give figures worth comparing."""
 
 from __future__ import annotations
 
@@ -18,12 +21,15 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import run  # bench/run.py: Server, make_server (`pigeonhole serve` as bench/run.py starts it)
 
 HERE = Path(__file__).resolve().parent
 TWIST = Path(sys.executable).parent / "twist"
@@ -132,24 +138,15 @@ class Process:
     def __init__(self, name: str, argv: list[str], ports: list[int]) -> None:
         self.name = name
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
         for port in ports:
-            while True:
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                    break
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise SystemExit(f"{name} did not start")
-                time.sleep(0.05)
+            wait_listening(port, self.proc, name)
 
     def cpu(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / TICK
 
     def rss(self) -> int:
-        for row in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if row.startswith("VmRSS:"):
-                return int(row.split()[1]) * 1024
-        return 0
+        return rss_of(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -159,16 +156,61 @@ class Process:
             self.proc.kill()
 
 
-def start(kind: str) -> tuple[Process, int, int | None]:
+class ServeProcess:
+    """`pigeonhole serve` hosting the relay (bench/run.py's Server): its CPU and RSS are the
+    serve process's and its descendants' (the relay runs in a child process of its own)."""
+
+    def __init__(self, transit_port: int) -> None:
+        extra = ["--transit-port", str(transit_port),
+                 "--transit-max-connections-per-address", "100000"]  # fmt: skip
+        self.server = run.make_server(run.SPECS["pigeonhole"], run.CACHE / "ref-venv", extra)
+        self.server.start()
+        wait_listening(transit_port, self.server.proc)
+
+    def cpu(self) -> float:
+        return self.server.cpu_seconds()
+
+    def rss(self) -> int:
+        return sum(rss_of(pid) for pid in self.server.pids())
+
+    def stop(self) -> None:
+        self.server.stop()
+        shutil.rmtree(self.server.data_dir, ignore_errors=True)
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes] | None, name: str = "serve") -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+            return
+        if time.monotonic() > deadline or proc is None or proc.poll() is not None:
+            raise SystemExit(f"{name} did not start")
+        time.sleep(0.05)
+
+
+def rss_of(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if row.startswith("VmRSS:"):
+                return int(row.split()[1]) * 1024
+    return 0
+
+
+def start(kind: str) -> tuple[Process | ServeProcess, int, str | None]:
+    """Start a relay under test: its process(es), its TCP port, its WebSocket URL if any."""
     port, ws_port = free_port(), free_port()
     me = [sys.executable, str(Path(__file__).resolve())]
+    ws_url = f"ws://127.0.0.1:{ws_port}/"
     if kind == "reference":
         argv = [str(TWIST), "transitrelay", f"--port=tcp:{port}:interface=127.0.0.1",
                 f"--websocket=tcp:{ws_port}:interface=127.0.0.1"]  # fmt: skip
-        return Process(kind, argv, [port, ws_port]), port, ws_port
+        return Process(kind, argv, [port, ws_port]), port, ws_url
     if kind == "pigeonhole":
         argv = [*me, "--serve", kind, "--port", str(port), "--ws-port", str(ws_port)]
-        return Process(kind, argv, [port, ws_port]), port, ws_port
+        return Process(kind, argv, [port, ws_port]), port, ws_url
+    if kind == "pigeonhole-serve":
+        serve = ServeProcess(port)
+        return serve, port, f"ws://127.0.0.1:{serve.server.port}/transit"
     return Process(kind, [*me, "--serve", kind, "--port", str(port)], [port]), port, None
 
 
@@ -225,31 +267,34 @@ async def ws_pair(url: str, size: int, payload: bytes) -> int:
     return got
 
 
-async def throughput(kind: str, transport: str, pairs: int, size: int) -> str:
-    proc, port, ws_port = start(kind)
+#: (relay, transport, pairs) -> (MB/s, relay CPU s/GB, bytes lost), None if it did not end
+Rates = dict[tuple[str, str, int], tuple[float, float, int] | None]
+#: relay -> (bytes per waiting connection, bytes per active connection)
+Memory = dict[str, tuple[float, float]]
+TCP_KINDS = ["reference", "trivial", "splice", "pigeonhole", "pigeonhole-serve"]
+WS_KINDS = ["reference", "pigeonhole", "pigeonhole-serve"]
+
+
+async def throughput(kind: str, transport: str, pairs: int, size: int) -> tuple[float, float, int]:
+    proc, port, ws_url = start(kind)
     try:
         payload = os.urandom(64 * 1024)
         cpu, began = proc.cpu(), time.monotonic()
         if transport == "tcp":
             jobs = [tcp_pair(port, size, payload) for _ in range(pairs)]
         else:
-            jobs = [ws_pair(f"ws://127.0.0.1:{ws_port}/", size, payload) for _ in range(pairs)]
-        try:
-            moved = sum(await asyncio.wait_for(asyncio.gather(*jobs), ROW_TIMEOUT))
-        except TimeoutError:
-            return f"| {kind} | {transport} | {pairs} | (no end in {ROW_TIMEOUT} s) | | |"
+            assert ws_url is not None
+            jobs = [ws_pair(ws_url, size, payload) for _ in range(pairs)]
+        moved = sum(await asyncio.wait_for(asyncio.gather(*jobs), ROW_TIMEOUT))
         seconds, used = time.monotonic() - began, proc.cpu() - cpu
     finally:
         proc.stop()
     lost = pairs * (size // len(payload)) * len(payload) - moved
     gb = moved / 1e9
-    return (
-        f"| {kind} | {transport} | {pairs} | {moved / 1e6 / seconds:,.0f} | "
-        f"{used / gb if gb else 0:.2f} | {lost} |"
-    )
+    return moved / 1e6 / seconds, used / gb if gb else 0.0, lost
 
 
-async def memory(kind: str) -> str:
+async def memory(kind: str) -> tuple[float, float]:
     proc, port, _ = start(kind)
     try:
         base = proc.rss()
@@ -275,24 +320,100 @@ async def memory(kind: str) -> str:
         active = (proc.rss() - base) / 200
     finally:
         proc.stop()
-    return f"| {kind} | {waiting / 1024:.1f} KiB | {active / 1024:.1f} KiB |"
+    return waiting, active
 
 
-async def main(args: argparse.Namespace) -> None:
-    scale = args.scale
+async def measure_rates(scale: float) -> Rates:
     print("| relay | transport | pairs | MB/s | relay CPU s/GB | bytes lost |")
     print("|---|---|---|---|---|---|")
+    rates: Rates = {}
     for transport, kinds, one, many in (
-        ("tcp", ["reference", "trivial", "splice", "pigeonhole"], 300e6, 4e6),
-        ("ws", ["reference", "pigeonhole"], 60e6, 1e6),
+        ("tcp", TCP_KINDS, 300e6, 4e6),
+        ("ws", WS_KINDS, 60e6, 1e6),
     ):
         for kind in kinds:
             for pairs, size in ((1, one), (100, many)):
-                print(await throughput(kind, transport, pairs, int(size * scale)), flush=True)
+                try:
+                    row = rates[kind, transport, pairs] = await throughput(
+                        kind, transport, pairs, int(size * scale)
+                    )
+                except TimeoutError:
+                    rates[kind, transport, pairs] = None
+                    print(f"| {kind} | {transport} | {pairs} | (no end in {ROW_TIMEOUT} s) | | |")
+                    continue
+                mbps, cpu_per_gb, lost = row
+                figures = f"{mbps:,.0f} | {cpu_per_gb:.2f} | {lost}"
+                print(f"| {kind} | {transport} | {pairs} | {figures} |", flush=True)
+    return rates
+
+
+async def measure_memory() -> Memory:
     print("\n| relay | RSS per waiting connection | RSS per active connection |")
     print("|---|---|---|")
-    for kind in ("reference", "trivial", "splice", "pigeonhole"):
-        print(await memory(kind), flush=True)
+    sizes: Memory = {}
+    for kind in TCP_KINDS:
+        waiting, active = sizes[kind] = await memory(kind)
+        print(f"| {kind} | {waiting / 1024:.1f} KiB | {active / 1024:.1f} KiB |", flush=True)
+    return sizes
+
+
+#: a figure's name, each relay's figure divided by the reference's (TCP_KINDS[1:] in order),
+#: and the issue's target: the bound and whether the figure must stay at most (-1) or at
+#: least (+1) that, or None
+RatioRow = tuple[str, list[float | None], tuple[float, int] | None]
+
+
+def ratio(ours: float | None, reference: float | None) -> float | None:
+    return ours / reference if ours is not None and reference else None
+
+
+def ratio_rows(rates: Rates, sizes: Memory) -> list[RatioRow]:
+    """Each relay's figures divided by the reference's, with the issue's target if any."""
+
+    def rate(kind: str, transport: str, pairs: int, column: int) -> float | None:
+        row = rates.get((kind, transport, pairs))
+        return row[column] if row else None
+
+    def against(transport: str, pairs: int, column: int) -> list[float | None]:
+        reference = rate("reference", transport, pairs, column)
+        return [ratio(rate(k, transport, pairs, column), reference) for k in TCP_KINDS[1:]]
+
+    rows: list[RatioRow] = []
+    for transport, bound in (("tcp", 0.15), ("ws", 0.35)):
+        for pairs in (1, 100):
+            name = f"{transport} CPU s/GB, {pairs} pair(s)"
+            rows.append((name, against(transport, pairs, 1), (bound, -1)))
+    for transport in ("tcp", "ws"):
+        rows.append((f"{transport} MB/s at 100 pairs", against(transport, 100, 0), (2.0, +1)))
+    for i, what in enumerate(("waiting", "active")):
+        cells = [ratio(sizes[k][i], sizes["reference"][i]) for k in TCP_KINDS[1:]]
+        rows.append((f"RSS per {what} connection", cells, None))
+    return rows
+
+
+def verdict(value: float | None, target: tuple[float, int] | None) -> str:
+    if target is None or value is None:
+        return ""
+    bound, direction = target
+    return "yes" if (value - bound) * direction >= 0 else "no"
+
+
+def print_ratios(rates: Rates, sizes: Memory) -> None:
+    """The ratio table; the last column says whether `pigeonhole serve` meets the target."""
+    print(
+        "\n| against the reference | " + " | ".join(TCP_KINDS[1:]) + " | target | serve meets it |"
+    )
+    print("|---" * (len(TCP_KINDS) + 2) + "|")
+    for name, values, target in ratio_rows(rates, sizes):
+        cells = " | ".join("-" if v is None else f"{v:.3g}x" for v in values)
+        wanted = "" if target is None else f"{'<=' if target[1] < 0 else '>='} {target[0]:g}x"
+        print(f"| {name} | {cells} | {wanted} | {verdict(values[-1], target)} |")
+
+
+async def main(args: argparse.Namespace) -> None:
+    rates = await measure_rates(args.scale)
+    sizes = await measure_memory()
+    print_ratios(rates, sizes)
 
 
 if __name__ == "__main__":
