@@ -20,6 +20,8 @@ from pigeonhole.transit.party import Party, Phase, Step
 from pigeonhole.transit.usage import Mood, UsageSink, make_record
 
 OK = b"ok\n"
+#: the address key of connections this relay makes to other relays (peers.py)
+PEER_ADDRESS = "relay-peer"
 BAD_HANDSHAKE = b"bad handshake\n"
 IMPATIENT = b"impatient\n"
 
@@ -159,6 +161,25 @@ class TransitCore:
             other.mood = Mood.REDUNDANT
             self._finish(other, now)
             step.closes.append((other, b""))
+        self._link(waiter, newcomer, now)
+        if rest:
+            newcomer.sent += len(rest)
+            self.bytes_relayed += len(rest)
+        return step
+
+    def forward(self, party: Party, link: Endpoint, now: float) -> tuple[Step, Party]:
+        """Join waiting `party` to `link`, a connection to the relay where its partner
+        waits (the handshake already sent on it): that relay says `ok`, keeps the record."""
+        self._unwait(party)
+        self.connections += 1
+        self.addresses.opened(PEER_ADDRESS)
+        peer = Party(PEER_ADDRESS, link, now)
+        peer.line, peer.peer = None, True
+        peer.token, peer.side = party.token, party.side
+        self._link(party, peer, now)
+        return Step(paired=peer, greet=False), peer
+
+    def _link(self, waiter: Party, newcomer: Party, now: float) -> None:
         for party, partner in ((waiter, newcomer), (newcomer, waiter)):
             self._unpaired.discard(party)
             party.phase = Phase.PAIRED
@@ -170,10 +191,6 @@ class TransitCore:
                 party.bucket = TokenBucket(rate, now)
         waiter.first = True
         self._pairs.add(waiter)
-        if rest:
-            newcomer.sent += len(rest)
-            self.bytes_relayed += len(rest)
-        return step
 
     def end_pair(self, party: Party, now: float) -> Step:
         """Close both sides of `party`'s pair (each after what is queued for it)."""
@@ -183,6 +200,8 @@ class TransitCore:
         first, second = (party, partner) if party.first else (partner, party)
         self._pairs.discard(first)
         first.phase = second.phase = Phase.DONE
+        if first.peer or second.peer:  # the relay the pair met on keeps its record
+            return Step(closes=[(party, b""), (partner, b"")])
         record = make_record(
             first.opened, second.opened, now, first.sent + second.sent, Mood.HAPPY,
             self.config.blur_usage,
@@ -201,6 +220,13 @@ class TransitCore:
 
     def _finish(self, party: Party, now: float) -> None:
         """An unpaired connection ends: out of the table, its usage record out."""
+        self._unwait(party)
+        party.phase = Phase.DONE
+        self.moods[party.mood] += 1
+        self._usage(make_record(party.opened, None, now, 0, party.mood, self.config.blur_usage))
+
+    def _unwait(self, party: Party) -> None:
+        """Out of the pairing table and the timeouts' watch."""
         self._unpaired.discard(party)
         if party.phase is Phase.WAITING and party.token is not None:
             waiters = self._waiting.get(party.token)
@@ -208,9 +234,6 @@ class TransitCore:
                 waiters.remove(party)
                 if not waiters:
                     del self._waiting[party.token]
-        party.phase = Phase.DONE
-        self.moods[party.mood] += 1
-        self._usage(make_record(party.opened, None, now, 0, party.mood, self.config.blur_usage))
 
     def expire(self, now: float) -> Step:
         """Connections past a timeout, closed (called about once a second)."""

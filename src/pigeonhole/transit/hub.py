@@ -10,22 +10,39 @@ receiver the sender is paused until they have gone (back-pressure). Every
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from pigeonhole.transit.config import TransitConfig
 from pigeonhole.transit.core import OK, TransitCore
 from pigeonhole.transit.endpoint import Endpoint
 from pigeonhole.transit.party import Party, Phase, Step
+from pigeonhole.transit.peers import Address, Directory, handshake_line
 from pigeonhole.transit.splice import SplicePump
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageSink
+
+log = logging.getLogger("pigeonhole.transit")
 
 
 class Hub:
     """One relay's core and live connections (TCP and WebSocket share it)."""
 
-    def __init__(self, config: TransitConfig, usage: UsageSink, splice: bool = True) -> None:
+    def __init__(
+        self,
+        config: TransitConfig,
+        usage: UsageSink,
+        splice: bool = True,
+        directory: Directory | None = None,
+    ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.directory = directory
+        #: waiting parties recorded in the directory (removed when they pair or go)
+        self._recorded: set[Party] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.config = config
         self.core = TransitCore(config, usage, time.time())
         self.splice = splice
@@ -46,7 +63,10 @@ class Hub:
         if party.phase is Phase.PAIRED:
             self._forward(party, data)
         else:
+            was = party.phase
             self.run(self.core.receive(party, data, time.time()))
+            if was is Phase.HANDSHAKE and party.phase is Phase.WAITING and self.directory:
+                self._spawn(self._meet(party, self.directory))
 
     def eof(self, party: Party) -> None:
         self.run(self.core.lost(party, time.time()))
@@ -98,6 +118,10 @@ class Hub:
     # -- carrying out the core's decisions ------------------------------------------
 
     def run(self, step: Step) -> None:
+        if self._recorded:
+            self._unrecord([party for party, _ in step.closes])
+            if step.paired is not None:
+                self._unrecord([step.paired.partner])
         for party, line in step.closes:
             pump = self._pumps.pop(party, None)
             if pump is not None:
@@ -106,23 +130,25 @@ class Hub:
                 party.endpoint.write(line)
             party.endpoint.finish()
         if step.paired is not None:
-            self._join(step.paired, step.payload)
+            self._join(step.paired, step.payload, step.greet)
 
-    def _join(self, newcomer: Party, payload: bytes) -> None:
+    def _join(self, newcomer: Party, payload: bytes, greet: bool = True) -> None:
         waiter = newcomer.partner
         assert waiter is not None
         a, b = waiter.endpoint, newcomer.endpoint
         if self.splice and isinstance(a, TcpEndpoint) and isinstance(b, TcpEndpoint):
             try:
-                pump = SplicePump(self, a, b, (OK, OK + payload))
+                heads = (OK, OK + payload) if greet else (b"", b"")
+                pump = SplicePump(self, a, b, heads)
             except OSError:  # no descriptors for its pipes: this pair goes through Python
                 pass
             else:
                 self._pumps[waiter] = self._pumps[newcomer] = pump
                 pump.start()
                 return
-        a.write(OK + payload)
-        b.write(OK)
+        if greet:
+            a.write(OK + payload)
+            b.write(OK)
         if a.buffered() > self.config.direction_buffer_bytes:
             b.pause_reading()
 
@@ -130,6 +156,72 @@ class Hub:
         """Bytes the relay holds for clients now: queues, socket write buffers, pipes."""
         queued = sum(party.endpoint.buffered() for party in self.live)
         return queued + sum(pump.held for pump in set(self._pumps.values()))
+
+    # -- pairs across relays (peers.py) ----------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _unrecord(self, parties: list[Party | None]) -> None:
+        directory = self.directory
+        for party in parties:
+            if party in self._recorded and directory is not None:
+                assert party is not None and party.token is not None
+                self._recorded.discard(party)
+                self._spawn(self._left(directory, party.token, party.side))
+
+    async def _left(self, directory: Directory, token: str, side: str | None) -> None:
+        try:
+            await directory.left(token, side)
+        except Exception:  # a stale row only makes a later side try a dead address
+            log.exception("transit: could not remove a waiting record")
+
+    async def _meet(self, party: Party, directory: Directory) -> None:
+        """Record `party` as waiting here, or join it to its partner's relay."""
+        assert party.token is not None
+        token, side = party.token, party.side
+        try:
+            found = await directory.meet(token, side)
+        except Exception:  # it still pairs with a partner that reaches this relay
+            log.exception("transit: the pairing directory failed")
+            return
+        if found is None and party.phase is Phase.WAITING:
+            self._recorded.add(party)
+        elif found is None:  # paired here or gone while it was recorded
+            await self._left(directory, token, side)
+        elif party.phase is Phase.WAITING:
+            await self._join_peer(party, found)
+
+    async def _join_peer(self, party: Party, address: Address) -> None:
+        """Connect to the relay where the partner waits and send the handshake there."""
+        assert party.token is not None
+        loop = self.loop
+        sock: socket.socket | None = None
+        try:
+            family, kind, proto, _, target = (
+                await loop.getaddrinfo(address[0], address[1], type=socket.SOCK_STREAM)
+            )[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            async with asyncio.timeout(self.config.handshake_timeout):
+                await loop.sock_connect(sock, target)
+                await loop.sock_sendall(sock, handshake_line(party.token, party.side))
+        except (OSError, TimeoutError):
+            log.warning("transit: no answer from the relay at %s:%d", *address)
+            if sock is not None:
+                sock.close()
+            return
+        if party.phase is not Phase.WAITING or self.core.draining:
+            sock.close()  # gone meanwhile: the partner there sees a lonely client go
+            return
+        endpoint = TcpEndpoint(loop, sock, self, self.config.close_timeout)
+        step, peer = self.core.forward(party, endpoint, time.time())
+        endpoint.party = peer
+        self.live.add(peer)
+        endpoint.resume_reading()
+        self.run(step)
 
     # -- time ----------------------------------------------------------------------
 
@@ -143,6 +235,8 @@ class Hub:
     def close(self) -> None:
         """Drop every connection now (the end of a drain) and stop the sweeps."""
         self._sweeper.cancel()
+        for task in self._tasks:
+            task.cancel()
         for pump in set(self._pumps.values()):
             pump.close()
         self._pumps.clear()

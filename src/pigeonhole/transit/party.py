@@ -31,6 +31,7 @@ class Party:
         "mood",
         "opened",
         "partner",
+        "peer",
         "phase",
         "sent",
         "side",
@@ -52,6 +53,8 @@ class Party:
         #: bytes this client sent that were relayed to its partner
         self.sent = 0
         self.bucket: TokenBucket | None = None
+        #: a connection to another relay, carrying a client's side to its partner there
+        self.peer = False
 
 
 @dataclass(slots=True)
@@ -63,3 +66,5 @@ class Step:
     paired: Party | None = None
     #: bytes the newcomer sent after its handshake line, for the partner
     payload: bytes = b""
+    #: False for a pair joined to another relay: `ok` comes from that relay
+    greet: bool = True

@@ -20,6 +20,7 @@ from typing import Any
 from pigeonhole.transit.config import TransitConfig
 from pigeonhole.transit.hub import Hub
 from pigeonhole.transit.party import Party
+from pigeonhole.transit.peers import Directory
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageRecord, UsageSink
 from pigeonhole.transit.websocket import TransitWebSocket
@@ -58,7 +59,10 @@ class TransitRelay:
         usage: UsageSink = _ignore,
         address_key: Callable[[str], str] = plain_address,
         splice: bool = True,
+        directory: Directory | None = None,
     ) -> None:
+        #: where relays sharing pairs record waiting connections (peers.py); None: alone
+        self.directory = directory
         self.config = config or TransitConfig()
         self._usage = usage
         self.address_key = address_key
@@ -82,7 +86,7 @@ class TransitRelay:
         sockets: Sequence[socket.socket] = (),
     ) -> None:
         """Listen on every (host, port), and on `sockets` (bound, listening or not)."""
-        self._hub = Hub(self.config, self._usage, splice=self._splice)
+        self._hub = Hub(self.config, self._usage, splice=self._splice, directory=self.directory)
         hosts = [host] if isinstance(host, str) or host is None else list(host)
         listeners = list(sockets)
         for port in ports:

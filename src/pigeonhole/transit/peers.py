@@ -1,0 +1,45 @@
+"""Pairs across relays: a connection waiting on another relay is reached through it.
+
+Several relays (one per `pigeonhole serve` node) can share one pairing directory: a
+connection that finds no partner here asks the directory, in one atomic step, either for
+a waiter of its token (a compatible side) on another relay, or to be recorded as waiting
+here. Found: this relay connects to that relay's address as a client, sends the
+handshake line on the client's behalf, and joins the two connections like a pair (bytes
+spliced in the kernel), so the pair meets on the relay where the first side waits and
+`ok` comes from there. The later arrival always forwards to the earlier one.
+
+The directory is an interface: the relay knows nothing of where it is kept (the server
+keeps it in PostgreSQL, pigeonhole/server/transit_peers.py).
+"""
+
+from __future__ import annotations
+
+import typing
+
+#: (host, port) of another relay, as its directory row gives it
+Address = tuple[str, int]
+
+
+class Directory(typing.Protocol):
+    """Where the relays sharing pairs record their waiting connections."""
+
+    async def meet(self, token: str, side: str | None) -> Address | None:
+        """A compatible waiter's relay elsewhere, or None after recording one waiter here."""
+
+    async def left(self, token: str, side: str | None) -> None:
+        """One waiter recorded here has paired or gone: its record is removed."""
+
+
+def handshake_line(token: str, side: str | None) -> bytes:
+    """The line the client sent, as the other relay must read it."""
+    if side is None:
+        return f"please relay {token}\n".encode("ascii")
+    return f"please relay {token} for side {side}\n".encode("ascii")
+
+
+def parse_address(text: str) -> Address:
+    """`HOST:PORT` (an IPv6 host in brackets) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"not HOST:PORT: {text!r}")
+    return host.strip("[]"), int(port)
