@@ -272,6 +272,12 @@ class ServerConfig:
         min=0,
         unit="seconds",
     )
+    transit_node_address: str | None = setting(
+        None,
+        "HOST:PORT at which other nodes of the --store reach this node's relay, to join a"
+        " pair whose first side waits here (default: 127.0.0.1 and --transit-port).",
+        metavar="HOST:PORT",
+    )
     #: plain HTTP for operators only, so loopback by default
     admin: bool = setting(
         True,

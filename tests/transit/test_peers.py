@@ -16,7 +16,8 @@ import pytest
 from transit_support import Relay, TcpClient, line, side, token
 
 from pigeonhole.transit import Mood, TransitConfig
-from pigeonhole.transit.peers import Address, parse_address
+from pigeonhole.transit.peers import Address, format_address, parse_address
+from process_support import free_port
 
 MIB = 1024 * 1024
 
@@ -41,6 +42,9 @@ class SharedList:
 
     async def left(self, token: str, side: str | None) -> None:
         self.rows.remove((token, side, self.address))
+
+    async def gone(self, address: Address) -> None:
+        self.rows[:] = [row for row in self.rows if row[2] != address]
 
 
 @pytest.fixture
@@ -138,8 +142,23 @@ async def test_a_pair_on_one_relay_pairs_there_and_clears_its_record(
     await until(lambda: not rows)
 
 
+async def test_a_record_of_a_relay_that_does_not_answer_is_dropped(
+    relays: tuple[Relay, Relay, Rows],
+) -> None:
+    one, two, rows = relays
+    tok = token()
+    dead = ("127.0.0.1", free_port())
+    rows.append((tok, None, dead))
+    first = await waiting_on(two, rows, tok, side())  # tried the dead relay, waits here
+    assert [row[2] for row in rows] == [("127.0.0.1", two.port)]
+    second = await one.tcp()
+    await second.send(line(tok, side()))
+    assert await first.read(5) == b"ok\n" and await second.read(5) == b"ok\n"
+
+
 def test_relay_addresses_are_host_and_port() -> None:
     assert parse_address("10.0.0.2:4001") == ("10.0.0.2", 4001)
     assert parse_address("[::1]:4001") == ("::1", 4001)
+    assert parse_address(format_address(("::1", 4001))) == ("::1", 4001)
     with pytest.raises(ValueError):
         parse_address("10.0.0.2")

@@ -123,7 +123,11 @@ class MailboxServer:
         self._admin_runner: web.AppRunner | None = None
         self.admin_port: int | None = None
         #: the transit relay, in this process (None: --no-transit)
-        self.transit = TransitService(config, self.committer) if config.transit else None
+        self.transit = (
+            TransitService(config, self.committer, self.storage.transit_waiting())
+            if config.transit
+            else None
+        )
 
     # -- HTTP -------------------------------------------------------------------
 

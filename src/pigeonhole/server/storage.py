@@ -23,6 +23,7 @@ from pigeonhole.protocol.channels import Randomness, Rendezvous
 from pigeonhole.server.deciding import Decider, LocalDecider, LocalHost
 from pigeonhole.server.node import Node, NodeHost
 from pigeonhole.server.replay import BodyLoader
+from pigeonhole.server.transit import WaitingFactory
 from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import Done, LocalSyncer, Syncer
 from pigeonhole.store.postgres import PostgresStore, encode_batch
@@ -51,6 +52,10 @@ class Storage(Protocol):
 
     def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
         """How commands are decided on this store."""
+
+    def transit_waiting(self) -> WaitingFactory | None:
+        """The rows through which the relays of nodes sharing this store pair (None:
+        one process holds the store, its relay pairs alone)."""
 
     def ping(self) -> None:
         """Raise if the database does not answer (for /health; never waits)."""
@@ -109,6 +114,9 @@ class SqliteStorage:
             self._read_executor, self._reader.read, app_id, mailbox_id
         )
 
+    def transit_waiting(self) -> WaitingFactory | None:
+        return None
+
     def ping(self) -> None:
         self.store.ping()
 
@@ -146,6 +154,9 @@ class PostgresStorage:
     async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
         rows = await self.store.messages_after(app_id, mailbox_id, 0)
         return {seq: frame["body"] for seq, frame in rows}
+
+    def transit_waiting(self) -> WaitingFactory | None:
+        return self.store.waiting_table
 
     def ping(self) -> None:
         self.store.ping()

@@ -15,7 +15,9 @@ committer, like the mailbox's usage rows (`transit` in the usage database).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pigeonhole.clients import client_key
@@ -24,6 +26,7 @@ from pigeonhole.protocol import effects as fx
 from pigeonhole.server.handshake import HandshakeError, Head, accept
 from pigeonhole.server.listen import ALL_ADDRESSES
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
+from pigeonhole.transit.peers import Address, format_address, parse_address
 
 log = logging.getLogger("pigeonhole.transit")
 
@@ -55,12 +58,48 @@ class Committer(Protocol):
     def submit(self, effects: list[fx.Effect]) -> object: ...
 
 
+class WaitingRows(Protocol):
+    """The store's table of waiting connections, one node's view (store/postgres/)."""
+
+    async def meet(self, token: str, side: str | None) -> str | None: ...
+
+    async def left(self, token: str, side: str | None) -> None: ...
+
+    async def gone(self, address: str) -> None: ...
+
+
+#: the store's rows for the node at an address, waiters older than an age ignored
+WaitingFactory = Callable[[str, float], WaitingRows]
+
+
+class SharedPairing:
+    """The relay's pairing directory (transit/peers.py) on the store's rows."""
+
+    def __init__(self, rows: WaitingRows) -> None:
+        self.rows = rows
+
+    async def meet(self, token: str, side: str | None) -> Address | None:
+        found = await self.rows.meet(token, side)
+        return None if found is None else parse_address(found)
+
+    async def left(self, token: str, side: str | None) -> None:
+        await self.rows.left(token, side)
+
+    async def gone(self, address: Address) -> None:
+        await self.rows.gone(format_address(address))
+
+
 class TransitService:
     """The relay as the server runs it; each finished connection's record is committed."""
 
-    def __init__(self, config: ServerConfig, committer: Committer) -> None:
+    def __init__(
+        self, config: ServerConfig, committer: Committer, waiting: WaitingFactory | None = None
+    ) -> None:
         self.config = config
         self._committer = committer
+        self._waiting = waiting
+        #: the shared store's rows of this node's waiters (None: pairs on this node only)
+        self.rows: WaitingRows | None = None
         prefix = config.ipv6_prefix
         self.relay = TransitRelay(
             transit_config(config),
@@ -92,6 +131,22 @@ class TransitService:
         )
         self.port = self.relay.ports[0]
         log.info("transit relay listening on %s:%d and at %s", host, self.port, TRANSIT_PATH)
+        if self._waiting is not None:
+            await self._share_pairing(self._waiting)
+
+    @property
+    def node_address(self) -> str:
+        """Where the other nodes reach this relay (`--transit-node-address`)."""
+        return self.config.transit_node_address or f"127.0.0.1:{self.port}"
+
+    async def _share_pairing(self, waiting: WaitingFactory) -> None:
+        """Pair across nodes: rows left by this address's last run are stale, dropped."""
+        address = self.node_address
+        parse_address(address)  # a bad setting fails the start, not each pair
+        self.rows = waiting(address, self.config.transit_lonely_timeout)
+        await self.rows.gone(address)
+        self.relay.hub.directory = SharedPairing(self.rows)
+        log.info("transit: pairs across nodes meet on this node at %s", address)
 
     def accept_websocket(
         self, transport: asyncio.Transport, head: Head, rest: bytes, client: str
@@ -116,6 +171,9 @@ class TransitService:
             log.info("transit: draining %d active pairs (up to %g s)", waiting,
                      self.config.transit_drain_timeout)  # fmt: skip
         await self.relay.stop(self.config.transit_drain_timeout)
+        if self.rows is not None:
+            with contextlib.suppress(Exception):  # the next start drops them too
+                await self.rows.gone(self.node_address)
 
     def stats(self) -> dict[str, Any]:
         """The relay's figures, refusals and moods keyed by plain strings (for JSON)."""

@@ -178,8 +178,9 @@ class Hub:
         except Exception:  # a stale row only makes a later side try a dead address
             log.exception("transit: could not remove a waiting record")
 
-    async def _meet(self, party: Party, directory: Directory) -> None:
-        """Record `party` as waiting here, or join it to its partner's relay."""
+    async def _meet(self, party: Party, directory: Directory, tries: int = 3) -> None:
+        """Record `party` as waiting here, or join it to its partner's relay (a relay that
+        does not answer loses its records, and the directory is asked again)."""
         assert party.token is not None
         token, side = party.token, party.side
         try:
@@ -191,11 +192,18 @@ class Hub:
             self._recorded.add(party)
         elif found is None:  # paired here or gone while it was recorded
             await self._left(directory, token, side)
-        elif party.phase is Phase.WAITING:
-            await self._join_peer(party, found)
+        elif party.phase is Phase.WAITING and not await self._join_peer(party, found):
+            try:
+                await directory.gone(found)
+            except Exception:
+                log.exception("transit: the pairing directory failed")
+                return
+            if tries > 1 and party.phase is Phase.WAITING:
+                await self._meet(party, directory, tries - 1)
 
-    async def _join_peer(self, party: Party, address: Address) -> None:
-        """Connect to the relay where the partner waits and send the handshake there."""
+    async def _join_peer(self, party: Party, address: Address) -> bool:
+        """Connect to the relay where the partner waits and send the handshake there;
+        False if that relay did not answer."""
         assert party.token is not None
         loop = self.loop
         sock: socket.socket | None = None
@@ -212,16 +220,17 @@ class Hub:
             log.warning("transit: no answer from the relay at %s:%d", *address)
             if sock is not None:
                 sock.close()
-            return
+            return False
         if party.phase is not Phase.WAITING or self.core.draining:
             sock.close()  # gone meanwhile: the partner there sees a lonely client go
-            return
+            return True
         endpoint = TcpEndpoint(loop, sock, self, self.config.close_timeout)
         step, peer = self.core.forward(party, endpoint, time.time())
         endpoint.party = peer
         self.live.add(peer)
         endpoint.resume_reading()
         self.run(step)
+        return True
 
     # -- time ----------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ spliced in the kernel), so the pair meets on the relay where the first side wait
 `ok` comes from there. The later arrival always forwards to the earlier one.
 
 The directory is an interface: the relay knows nothing of where it is kept (the server
-keeps it in PostgreSQL, pigeonhole/server/transit_peers.py).
+keeps it in PostgreSQL: pigeonhole/server/transit.py).
 """
 
 from __future__ import annotations
@@ -29,12 +29,21 @@ class Directory(typing.Protocol):
     async def left(self, token: str, side: str | None) -> None:
         """One waiter recorded here has paired or gone: its record is removed."""
 
+    async def gone(self, address: Address) -> None:
+        """The relay at `address` did not answer: its records are stale, removed."""
+
 
 def handshake_line(token: str, side: str | None) -> bytes:
     """The line the client sent, as the other relay must read it."""
     if side is None:
         return f"please relay {token}\n".encode("ascii")
     return f"please relay {token} for side {side}\n".encode("ascii")
+
+
+def format_address(address: Address) -> str:
+    """(host, port) as `HOST:PORT` (an IPv6 host in brackets), as `parse_address` reads it."""
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def parse_address(text: str) -> Address:

@@ -2,8 +2,8 @@
 
 In one transaction under an advisory lock, so nodes starting together cannot race:
 postgres-v1.sql (schemas `channel` and `usage`, the SQLite files' tables and columns), then
-postgres-upgrade-v1-v2.sql, -v2-v3.sql and -v3-v4.sql. `channel.version` holds the version;
-a database of a newer version is refused.
+postgres-upgrade-v1-v2.sql, -v2-v3.sql, -v3-v4.sql and -v4-v5.sql. `channel.version` holds
+the version; a database of a newer version is refused.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from pigeonhole.store.errors import StoreError
 
-POSTGRES_VERSION = 4
+POSTGRES_VERSION = 5
 #: advisory lock key for creating or upgrading the schema (per transaction)
 SCHEMA_LOCK = 0x50_69_67_01
 
@@ -41,6 +41,9 @@ async def create_or_upgrade(conn: Any) -> None:
         if version == 3:
             await conn.execute(schema_sql("postgres-upgrade-v3-v4.sql"))
             version = 4
+        if version == 4:
+            await conn.execute(schema_sql("postgres-upgrade-v4-v5.sql"))
+            version = 5
         if version != POSTGRES_VERSION:
             raise StoreError(
                 f"unable to handle PostgreSQL schema version {version} (want {POSTGRES_VERSION})"

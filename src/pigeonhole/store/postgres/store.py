@@ -26,6 +26,7 @@ import orjson
 
 from pigeonhole.store.errors import Conflict, Refused, StoreError
 from pigeonhole.store.postgres.schema import create_or_upgrade
+from pigeonhole.store.postgres.waiting import WaitingTable
 
 #: advisory lock key of the leader
 LEADER_LOCK = 0x50_69_67_03
@@ -322,6 +323,11 @@ class PostgresStore:
             since,
         )
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+    def waiting_table(self, address: str, max_age: float) -> WaitingTable:
+        """The transit relay's waiting connections, as the node at `address` sees them
+        (used once the store is open)."""
+        return WaitingTable(self._pool, address, max_age)
 
     async def forget_node(self, node: str) -> None:
         await self._pool.execute("DELETE FROM channel.nodes WHERE node = $1", node)
