@@ -210,3 +210,26 @@ def test_token_bucket() -> None:
     assert bucket.allowance(0) == -500
     assert bucket.delay(0) == pytest.approx(0.5625)
     assert bucket.allowance(1) == 500
+
+
+# -- a pair joined to another relay (peers.py) ----------------------------------------
+
+
+def test_a_side_forwarded_to_another_relay_pairs_without_ok_or_record() -> None:
+    core, records = make_core(max_bytes_per_address_per_day=100)
+    client = opened(core)
+    assert core.receive(client, hello(), 1000.0) == Step()
+    step, link = core.forward(client, Recorder(), 1001.0)
+    assert step.paired is link and not step.greet and link.partner is client
+    assert client.phase is link.phase is Phase.PAIRED and core.waiting == 0
+    assert core.connections == 2 and core.active_pairs == 1
+    # the daily cap counts the client's address, never the link to the other relay
+    assert core.relayed(link, 60, 1002.0) is None
+    assert core.relayed(client, 30, 1002.0) is None
+    assert core.addresses.bytes_today == {"10.0.0.1": 90}
+    ended = core.relayed(link, 20, 1002.0)
+    assert ended is not None and {p for p, _ in ended.closes} == {client, link}
+    assert records == []  # the relay the pair met on keeps its record
+    core.forget(client, 1003.0)
+    core.forget(link, 1003.0)
+    assert core.connections == 0

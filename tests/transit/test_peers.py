@@ -105,6 +105,28 @@ async def test_sides_on_two_relays_pair_and_move_four_mib_each_way(
     assert not one.relay.hub.live and not two.relay.hub.live
 
 
+async def test_a_websocket_side_pairs_with_a_tcp_side_on_another_relay(
+    relays: tuple[Relay, Relay, Rows],
+) -> None:
+    one, two, rows = relays
+    tok = token()
+    first = await waiting_on(one, rows, tok, side())
+    second = await two.ws()  # its bytes go through Python on relay two
+    await second.send(line(tok, side()))
+    assert await first.read(5) == b"ok\n"
+    assert await second.read(5) == b"ok\n"
+    there, back = os.urandom(MIB), os.urandom(MIB)
+    sends = [asyncio.create_task(c.send(d)) for c, d in ((first, there), (second, back))]
+    got_back = await first.read_exactly(MIB, 30)
+    got_there = await second.read_exactly(MIB, 30)
+    await asyncio.gather(*sends)
+    assert (got_there, got_back) == (there, back)
+    await second.close()
+    assert await first.read_all(10) == b""
+    await first.close()
+    await until(lambda: not rows)
+
+
 async def test_the_same_side_on_two_relays_never_pairs(
     relays: tuple[Relay, Relay, Rows],
 ) -> None:

@@ -123,9 +123,10 @@ class TransitCore:
             return self.end_pair(party, now)
         daily = config.max_bytes_per_address_per_day
         if daily is not None:
-            over = self.addresses.charge(party.address, size, now) > daily
-            if partner.address != party.address:
-                over = self.addresses.charge(partner.address, size, now) > daily or over
+            over = False  # each client address once; a link to another relay is none
+            for address in dict.fromkeys((party.address, partner.address)):
+                if address != PEER_ADDRESS:
+                    over = self.addresses.charge(address, size, now) > daily or over
             if over:
                 self.refusals.note(Refusal.BYTES_PER_ADDRESS_PER_DAY, now)
                 return self.end_pair(party, now)
