@@ -221,6 +221,10 @@ class Hub:
             if sock is not None:
                 sock.close()
             return False
+        except BaseException:  # cancelled: the relay is closing
+            if sock is not None:
+                sock.close()
+            raise
         if party.phase is not Phase.WAITING or self.core.draining:
             sock.close()  # gone meanwhile: the partner there sees a lonely client go
             return True
