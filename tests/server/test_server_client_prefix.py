@@ -54,6 +54,7 @@ def test_the_rule() -> None:
     assert client_key("2001:db8:1:2::/64", 48) == "2001:db8:1::/48"
     assert client_key("2001:db8:1::/48", 64) == "2001:db8:1::/48"
     assert client_key("not-an-address") == "not-an-address"
+    assert client_key("") == ""  # nobody's (a row stored under --blur-usage) stays nobody's
 
 
 async def test_one_64_shares_one_nameplate_quota(make_server: Any) -> None:

@@ -88,7 +88,7 @@ class ArchiveService:
         await loop.run_in_executor(self._write_exec, self.store.open)
         held = await loop.run_in_executor(self._read_exec, self.store.held)
         prefix = self.config.ipv6_prefix
-        self.quota.load((client_key(owner, prefix) if owner else "", n) for owner, n in held)
+        self.quota.load((client_key(owner, prefix), n) for owner, n in held)
         if self.config.retention_days > 0:
             self._retention = loop.create_task(self._retention_loop())
         log.info("archive open at %s, serving %s", self.config.archive_db, self.config.path)
@@ -118,7 +118,7 @@ class ArchiveService:
         )
         prefix = self.config.ipv6_prefix
         for owner, size in freed.items():
-            self.quota.refund(client_key(owner, prefix) if owner else "", size)
+            self.quota.refund(client_key(owner, prefix), size)
         self.metrics.expired_deleted += deleted
         if deleted:
             log.info("retention deleted %d envelopes", deleted)

@@ -36,7 +36,6 @@ from pigeonhole.store.postgres import PostgresStore, encode_effects, encode_rows
 from pigeonhole.store.postgres.shared import (
     Cover,
     batch_spec,
-    loaded_rendezvous,
     new_messages,
     touches,
 )
@@ -209,17 +208,7 @@ class Batches:
 
     def _rendezvous(self, loaded: dict[str, Any], now: float, cover: Cover) -> Rendezvous:
         """The loaded rows as a rendezvous, with the names other batches are making."""
-        host = self._host
-        config = host.config
-        rz = loaded_rendezvous(
-            loaded,
-            now,
-            self._random,
-            blur_time=config.blur_usage,
-            limits=config.limits,
-            stored_bytes=self._figures.totals[2],
-            disk_low=host.ledger.disk_low,
-        )
+        rz = self._figures.rendezvous(loaded, now, self._random, self._host.ledger.disk_low)
         for app_id, name in self._reserved:
             app = rz.apps.get(app_id)
             if app is not None and (app_id, name) not in cover.names:

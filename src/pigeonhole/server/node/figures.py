@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.protocol.channels import MAX_APPS_COUNTED, OTHER_APPS, Rendezvous
+from pigeonhole.protocol.channels import MAX_APPS_COUNTED, OTHER_APPS, Randomness, Rendezvous
 from pigeonhole.server.deciding import Figure
 from pigeonhole.server.node.host import NodeHost
 from pigeonhole.store.postgres import PostgresStore
+from pigeonhole.store.postgres.shared import loaded_rendezvous
 
 #: a change to the (nameplates, mailboxes) totals, by effect type
 _CHANGES: dict[type, tuple[int, int]] = {
@@ -37,6 +38,22 @@ class Figures:
         self.batches = 0
         self.commands = 0
         self.conflicts = 0
+
+    def rendezvous(
+        self, loaded: dict[str, Any], now: float, random: Randomness, disk_low: bool = False
+    ) -> Rendezvous:
+        """Rows one transaction loaded, as a rendezvous under this server's settings and
+        the server-wide stored bytes (the quota the core checks)."""
+        config = self._host.config
+        return loaded_rendezvous(
+            loaded,
+            now,
+            random,
+            blur_time=config.blur_usage,
+            limits=config.limits,
+            stored_bytes=self.totals[2],
+            disk_low=disk_low,
+        )
 
     def read_totals(self, totals: tuple[int, int, int]) -> None:
         """The database's totals as just read (every node's batches included)."""

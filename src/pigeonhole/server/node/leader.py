@@ -23,7 +23,7 @@ from pigeonhole.server.node.figures import Figures
 from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.subscriptions import Subscriptions
 from pigeonhole.store.postgres import PostgresStore, encode_batch
-from pigeonhole.store.postgres.shared import batch_spec, loaded_rendezvous
+from pigeonhole.store.postgres.shared import batch_spec
 
 log = logging.getLogger("pigeonhole.node")
 
@@ -121,14 +121,7 @@ class Leadership:
         spec["mailboxes"] = sorted(idle)
 
         def decide(loaded: dict[str, Any]) -> tuple[int, str]:
-            rz = loaded_rendezvous(
-                loaded,
-                now,
-                self._random,
-                blur_time=config.blur_usage,
-                limits=config.limits,
-                stored_bytes=figures.totals[2],
-            )
+            rz = figures.rendezvous(loaded, now, self._random)
             effects: list[fx.Effect] = []
             count = rz.prune(now, config.prune_expiry, effects)
             figures.count(rz)
