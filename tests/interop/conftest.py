@@ -115,3 +115,31 @@ def split_nets(
         yield nets
     finally:
         nets.close()
+
+
+@pytest.fixture(scope="session")
+def reference_relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TransitRelay]:
+    """The reference relay (`twist transitrelay`) with its usage database, for the tests
+    that run a real transfer through it beside ours."""
+    running = TransitRelay(tmp_path_factory.mktemp("reference-relay"), usage=True)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture(scope="session")
+def reference_nets(
+    reference_relay: TransitRelay, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SplitNets]:
+    """Like `split_nets`, forwarding to the reference relay instead."""
+    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        pytest.skip("unshare/nsenter (util-linux) not found: no namespace, no forced relay")
+    try:
+        nets = SplitNets(tmp_path_factory.mktemp("reference-nets"), reference_relay)
+    except OSError as exc:
+        pytest.skip(f"cannot create network namespaces: {exc}")
+    try:
+        yield nets
+    finally:
+        nets.close()

@@ -31,6 +31,7 @@ import secrets
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -199,11 +200,14 @@ class RelayPort(Protocol):
 
 
 class TransitRelay(Service):
-    """`twist transitrelay` on a free 127.0.0.1 port."""
+    """`twist transitrelay` on a free 127.0.0.1 port (its usage database in `workdir`
+    when `usage` is true)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, usage: bool = False) -> None:
         self.port = free_port()
         self.log_path = workdir / "transit-relay.log"
+        self.usage_db = workdir / "transit-usage.sqlite" if usage else None
+        usage_args = [] if self.usage_db is None else [f"--usage-db={self.usage_db}"]
         super().__init__(
             [
                 str(TWIST),
@@ -211,6 +215,7 @@ class TransitRelay(Service):
                 f"--log-file={self.log_path}",
                 "transitrelay",
                 f"--port=tcp:{self.port}:interface=127.0.0.1",
+                *usage_args,
             ],
             workdir / "transit-relay.out",
             lambda: accepts_tcp(self.port),
@@ -218,6 +223,19 @@ class TransitRelay(Service):
             name="transit relay",
         )
         self.start()
+
+    def records(self) -> list[dict[str, Any]]:
+        """Its usage records, oldest first, keyed as `relay_support.ServedRelay` keys them."""
+        assert self.usage_db is not None, "started without a usage database"
+        if not self.usage_db.exists():
+            return []
+        with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
+            rows = db.execute(
+                "SELECT started, total_time, waiting_time, total_bytes, result FROM usage"
+                " ORDER BY rowid"
+            ).fetchall()
+        keys = ("started", "total_time", "waiting_time", "total_bytes", "mood")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def close(self) -> None:
         self.stop(timeout=10)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from interop_support import BIN, Forwarder, InteropError, Net, NetNS, kill_tree, tail
+from interop_support import BIN, Forwarder, InteropError, Net, NetNS, RelayPort, kill_tree, tail
 
 import process_support
 
@@ -103,7 +103,7 @@ def wait_for_happy(
 class SplitNets:
     """Two namespaces, `send` and `receive`, each forwarding to one mailbox and relay."""
 
-    def __init__(self, workdir: Path, relay: ServedRelay) -> None:
+    def __init__(self, workdir: Path, relay: RelayPort) -> None:
         self.forwarder = Forwarder()
         self._spaces: list[NetNS] = []
         try:
@@ -113,7 +113,7 @@ class SplitNets:
             self.close()
             raise
 
-    def _net(self, workdir: Path, relay: ServedRelay) -> Net:
+    def _net(self, workdir: Path, relay: RelayPort) -> Net:
         workdir.mkdir(parents=True, exist_ok=True)
         netns = NetNS(workdir)
         self._spaces.append(netns)

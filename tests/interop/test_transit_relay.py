@@ -21,10 +21,19 @@ from interop_support import (
     Harness,
     Kind,
     Server,
+    TransitRelay,
     random_file,
     require,
 )
-from relay_support import FOWLD, EchoServer, Fowld, ServedRelay, SplitNets, wait_for_happy
+from relay_support import (
+    FOWLD,
+    EchoServer,
+    Fowld,
+    Record,
+    ServedRelay,
+    SplitNets,
+    wait_for_happy,
+)
 
 MIB = 1 << 20
 FILE_SIZE = 20 * MIB
@@ -58,6 +67,43 @@ def test_file_goes_through_our_relay(
         sender, receiver, payload, "relay", receive_via=receiving, timeout=FILE_TIMEOUT
     )  # sha256 checked
     wait_for_happy(relay.records, since, FILE_SIZE)
+
+
+#: one pairing each way between the two clients: each client sends once and receives once
+BESIDE = [("py", "ww"), ("ww", "py")]
+
+
+@pytest.mark.parametrize(("sender", "receiver"), BESIDE, ids=[f"{s}-{r}" for s, r in BESIDE])
+def test_the_same_transfer_through_the_reference_relay_is_recorded_alike(
+    sender: Kind,
+    receiver: Kind,
+    relay: ServedRelay,
+    split_nets: SplitNets,
+    reference_relay: TransitRelay,
+    reference_nets: SplitNets,
+    server: Server,
+    codes: Codes,
+    tmp_path: Path,
+) -> None:
+    """Side by side: the same real clients move the same file through the reference relay
+    and through ours; both relays keep one `happy` record with the same byte count."""
+    require(sender, receiver)
+    payload = random_file(tmp_path / "payload", 4 * MIB)
+    found: dict[str, Record] = {}
+    for name, nets, records in (
+        ("reference", reference_nets, reference_relay.records),
+        ("pigeonhole", split_nets, relay.records),
+    ):
+        since = len(records())
+        sending = Harness(nets.send, server, tmp_path / name / "send", codes)
+        receiving = Harness(nets.receive, server, tmp_path / name / "receive", codes)
+        sending.transfer(
+            sender, receiver, payload, "relay", receive_via=receiving, timeout=FILE_TIMEOUT
+        )  # sha256 checked
+        (found[name],) = wait_for_happy(records, since, 4 * MIB)
+    assert found["pigeonhole"]["total_bytes"] == found["reference"]["total_bytes"], found
+    for record in found.values():  # the transfer, not the wait, took the time
+        assert 0 <= record["waiting_time"] <= record["total_time"] < FILE_TIMEOUT, found
 
 
 def echo_through(conn: socket.socket, size: int) -> tuple[str, str]:

@@ -24,6 +24,7 @@ SCHEMA = (
     "postgres-upgrade-v2-v3.sql",
     "postgres-upgrade-v3-v4.sql",
     "postgres-upgrade-v4-v5.sql",
+    "postgres-upgrade-v5-v6.sql",
 )
 TABLES = "channel.nameplates, channel.nameplate_sides, channel.mailboxes, " + (
     "channel.mailbox_sides, channel.messages, usage.nameplates, usage.transit"

@@ -233,3 +233,47 @@ def test_a_side_forwarded_to_another_relay_pairs_without_ok_or_record() -> None:
     core.forget(client, 1003.0)
     core.forget(link, 1003.0)
     assert core.connections == 0
+
+
+def test_a_link_with_its_waiters_ticket_counts_as_no_client() -> None:
+    """On the relay where the first side waits, a side forwarded from another relay comes
+    from that relay's address: with the waiter's ticket it is a link, charged to no
+    client; with a wrong ticket it is an ordinary client of that address."""
+    core, records = make_core(max_connections_per_address=2, max_bytes_per_address_per_day=100)
+    ticket = "0f" * 16
+    waiter = opened(core, address="10.0.0.1")
+    assert core.receive(waiter, hello(side=SIDE_A), 1000.0) == Step()
+    waiter.ticket = ticket
+    node = "10.9.9.9"  # the forwarding relay's address
+    impostor = opened(core, address=node)
+    wrong = hello(side=SIDE_B)[:-1] + b" link " + b"1e" * 16 + b"\n"
+    assert core.receive(impostor, wrong, 1000.5).paired is impostor  # pairs, as a client
+    assert core.addresses.connections[node] == 1
+    core.forget(impostor, 1000.6)
+    core.forget(waiter, 1000.6)
+    waiter = opened(core, address="10.0.0.1")
+    core.receive(waiter, hello(side=SIDE_A), 1001.0)
+    waiter.ticket = ticket
+    link = opened(core, address=node)
+    right = hello(side=SIDE_B)[:-1] + b" link " + ticket.encode() + b"\n"
+    step = core.receive(link, right, 1001.5)
+    assert step.paired is link and link.partner is waiter and step.greet  # `ok` from here
+    assert node not in core.addresses.connections  # no longer the forwarding node's
+    for _ in range(2):  # that address's own clients still have both their slots
+        assert isinstance(core.open(node, Recorder(), 1001.6), Party)
+    assert core.relayed(link, 90, 1002.0) is None  # the daily cap: the real client only
+    assert core.addresses.bytes_today == {"10.0.0.1": 90}
+    core.forget(link, 1003.0)
+    core.forget(waiter, 1003.0)
+    assert records[-1].result is Mood.HAPPY
+
+
+def test_parse_the_link_form() -> None:
+    ticket = "ab" * 16
+    buffer = LineBuffer()
+    verdict = buffer.feed(hello()[:-1] + b" link " + ticket.encode() + b"\nrest")
+    assert verdict == Request(TOKEN, SIDE_A, b"rest", ticket)
+    assert LineBuffer().feed(hello(side=None)[:-1] + b" link " + ticket.encode() + b"\n") == (
+        Request(TOKEN, None, b"", ticket)
+    )
+    assert LineBuffer().feed(hello()[:-1] + b" link " + b"AB" * 16 + b"\n") == Bad(too_long=False)

@@ -16,13 +16,13 @@ import pytest
 from transit_support import Relay, TcpClient, line, side, token
 
 from pigeonhole.transit import Mood, TransitConfig
-from pigeonhole.transit.peers import Address, format_address, parse_address
+from pigeonhole.transit.peers import Address, Found, format_address, parse_address
 from process_support import free_port
 
 MIB = 1024 * 1024
 
-#: (token, side, relay address) of every waiting connection recorded
-Rows = list[tuple[str, str | None, Address]]
+#: (token, side, relay address, ticket) of every waiting connection recorded
+Rows = list[tuple[str, str | None, Address, str]]
 
 
 class SharedList:
@@ -32,16 +32,19 @@ class SharedList:
         self.rows = rows
         self.address: Address = ("127.0.0.1", 0)
 
-    async def meet(self, token: str, side: str | None) -> Address | None:
-        for row_token, row_side, address in self.rows:
+    async def meet(self, token: str, side: str | None, ticket: str) -> Found | None:
+        for row_token, row_side, address, row_ticket in self.rows:
             fits = row_side is None or side is None or row_side != side
             if row_token == token and address != self.address and fits:
-                return address
-        self.rows.append((token, side, self.address))
+                return Found(address, row_ticket)
+        self.rows.append((token, side, self.address, ticket))
         return None
 
     async def left(self, token: str, side: str | None) -> None:
-        self.rows.remove((token, side, self.address))
+        for row in self.rows:
+            if row[:3] == (token, side, self.address):
+                self.rows.remove(row)
+                return
 
     async def gone(self, address: Address) -> None:
         self.rows[:] = [row for row in self.rows if row[2] != address]
@@ -170,7 +173,7 @@ async def test_a_record_of_a_relay_that_does_not_answer_is_dropped(
     one, two, rows = relays
     tok = token()
     dead = ("127.0.0.1", free_port())
-    rows.append((tok, None, dead))
+    rows.append((tok, None, dead, "00" * 16))
     first = await waiting_on(two, rows, tok, side())  # tried the dead relay, waits here
     assert [row[2] for row in rows] == [("127.0.0.1", two.port)]
     second = await one.tcp()

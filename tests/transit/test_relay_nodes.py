@@ -37,21 +37,30 @@ MIB = 1024 * 1024
 class RelayNode(ServeProcess):
     """One serve node of the database, its relay on a free 127.0.0.1 port."""
 
-    def __init__(self, name: str, workdir: Path, url: str) -> None:
+    def __init__(self, name: str, workdir: Path, url: str, *extra: str) -> None:
         self.transit_port = free_port()
         data = workdir / f"{name}-data"
         data.mkdir(parents=True)
         super().__init__(
             workdir / f"{name}.log",
             *("--host", "127.0.0.1", "--data-dir", str(data), "--store", url),
-            *("--admin-port", "0", "--transit-port", str(self.transit_port)),
+            *("--admin-port", "0", "--transit-port", str(self.transit_port), *extra),
         )
 
 
+#: a test's extra serve options for both nodes (`@pytest.mark.parametrize` indirect)
 @pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[tuple[RelayNode, RelayNode, str]]:
+def node_options() -> tuple[str, ...]:
+    return ()
+
+
+@pytest.fixture
+def nodes(
+    tmp_path: Path, node_options: tuple[str, ...]
+) -> Iterator[tuple[RelayNode, RelayNode, str]]:
     with fresh_database(prefix="pigeonhole_transit_nodes") as url:
-        one, two = RelayNode("node1", tmp_path, url), RelayNode("node2", tmp_path, url)
+        one = RelayNode("node1", tmp_path, url, *node_options)
+        two = RelayNode("node2", tmp_path, url, *node_options)
         try:
             one.start()
             two.start()
@@ -184,3 +193,79 @@ async def test_pairs_through_round_robin_are_all_relayed(
             assert await second.read(10) == b"ok\n"
             await both_ways(first, second, 256 * 1024)
         await rows_become(url, 0)
+
+
+def waiting_address(url: str) -> str:
+    """The relay address of the one waiting row (`HOST:PORT`)."""
+
+    async def fetch() -> str:
+        conn = await asyncpg.connect(url)
+        try:
+            return str(await conn.fetchval("SELECT address FROM channel.transit_waiting"))
+        finally:
+            await conn.close()
+
+    return run(fetch)
+
+
+@pytest.mark.parametrize("stopped", ["meeting", "forwarding"])
+async def test_a_node_drains_a_cross_node_transfer_behind_round_robin(
+    stopped: str, nodes: tuple[RelayNode, RelayNode, str], tmp_path: Path
+) -> None:
+    """A rolling restart: SIGTERM to either node of a pair whose sides reached different
+    nodes through HAProxy; the node stops accepting, the transfer in flight ends whole
+    (the link between the nodes included), and the node exits 0."""
+    one, two, url = nodes
+    with haproxy(tmp_path, [one.transit_port, two.transit_port]) as port:
+        tok = token()
+        first = await TcpClient.open(port)
+        await first.send(line(tok, side()))
+        await rows_become(url, 1)
+        meeting_port = int((await asyncio.to_thread(waiting_address, url)).rpartition(":")[2])
+        second = await TcpClient.open(port)
+        await second.send(line(tok, side()))
+        assert await first.read(10) == b"ok\n" and await second.read(10) == b"ok\n"
+        meeting = one if one.transit_port == meeting_port else two
+        forwarding = two if meeting is one else one
+        assert {meeting, forwarding} == {one, two}  # round robin: the sides met across nodes
+        node = meeting if stopped == "meeting" else forwarding
+        data = os.urandom(4 * MIB)
+        await first.send(data[:MIB])
+        node.signal(signal.SIGTERM)
+        for _ in range(50):  # it stops accepting at once
+            if not await asyncio.to_thread(process_support.accepts_tcp, node.transit_port):
+                break
+            await asyncio.sleep(0.1)
+        assert not await asyncio.to_thread(process_support.accepts_tcp, node.transit_port)
+        for at in range(MIB, len(data), 256 * 1024):  # the pair keeps going meanwhile
+            await first.send(data[at : at + 256 * 1024])
+            await asyncio.sleep(0.05)
+        await first.close()
+        got = await second.read_all(30)
+        assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), len(got)
+        await second.close()
+        assert await asyncio.to_thread(node.wait, 30) == 0, node.output()
+
+
+@pytest.mark.parametrize("node_options", [("--transit-max-connections-per-address", "2")])
+async def test_sides_forwarded_from_one_node_are_not_one_client(
+    nodes: tuple[RelayNode, RelayNode, str],
+) -> None:
+    """Five pairs at once, each first side waiting on node 1 (from its own loopback
+    address), each second side reaching node 2, which forwards it from 127.0.0.1: with
+    two connections per address, node 1 still takes every link (each carries its
+    waiter's ticket), and node 2's own clients keep their two slots."""
+    one, two, url = nodes
+    pairs = []
+    for n in range(5):
+        tok = token()
+        first = await TcpClient.open(one.transit_port, source=f"127.0.0.{n + 2}")
+        await first.send(line(tok, side()))
+        await rows_become(url, 1)
+        second = await TcpClient.open(two.transit_port, source=f"127.0.1.{n + 2}")
+        await second.send(line(tok, side()))
+        assert await first.read(10) == b"ok\n" and await second.read(10) == b"ok\n", n
+        pairs.append((first, second))
+    for first, second in pairs:  # all five at once, bytes both ways
+        await both_ways(first, second, 64 * 1024)
+    await rows_become(url, 0)

@@ -62,8 +62,12 @@ class TcpClient:
         self.read_size = 1 << 20
 
     @classmethod
-    async def open(cls, port: int) -> TcpClient:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    async def open(cls, port: int, source: str | None = None) -> TcpClient:
+        """Connect to 127.0.0.1:`port`, from loopback address `source` if given."""
+        local = None if source is None else (source, 0)
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, limit=1 << 22, local_addr=local
+        )
         return cls(reader, writer)
 
     async def send(self, data: bytes) -> None:

@@ -26,7 +26,7 @@ from pigeonhole.protocol import effects as fx
 from pigeonhole.server.handshake import HandshakeError, Head, accept
 from pigeonhole.server.listen import ALL_ADDRESSES
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
-from pigeonhole.transit.peers import Address, format_address, parse_address
+from pigeonhole.transit.peers import Address, Found, format_address, parse_address
 
 log = logging.getLogger("pigeonhole.transit")
 
@@ -58,10 +58,14 @@ class Committer(Protocol):
     def submit(self, effects: list[fx.Effect]) -> object: ...
 
 
+#: a waiter's row on another node: its relay's address (HOST:PORT) and its ticket
+Row = tuple[str, str | None]
+
+
 class WaitingRows(Protocol):
     """The store's table of waiting connections, one node's view (store/postgres/)."""
 
-    async def meet(self, token: str, side: str | None) -> str | None: ...
+    async def meet(self, token: str, side: str | None, ticket: str) -> Row | None: ...
 
     async def left(self, token: str, side: str | None) -> None: ...
 
@@ -78,9 +82,9 @@ class SharedPairing:
     def __init__(self, rows: WaitingRows) -> None:
         self.rows = rows
 
-    async def meet(self, token: str, side: str | None) -> Address | None:
-        found = await self.rows.meet(token, side)
-        return None if found is None else parse_address(found)
+    async def meet(self, token: str, side: str | None, ticket: str) -> Found | None:
+        found = await self.rows.meet(token, side, ticket)
+        return None if found is None else Found(parse_address(found[0]), found[1])
 
     async def left(self, token: str, side: str | None) -> None:
         await self.rows.left(token, side)

@@ -144,6 +144,8 @@ class TransitCore:
         party.token, party.side = request.token, request.side
         party.waiting_since = now
         waiters = self._waiting.get(request.token, [])
+        if request.ticket is not None and any(w.ticket == request.ticket for w in waiters):
+            self._as_link(party)
         for waiter in waiters:
             if waiter.side is None or request.side is None or waiter.side != request.side:
                 return self._pair(waiter, party, request.rest, now)
@@ -167,6 +169,12 @@ class TransitCore:
             newcomer.sent += len(rest)
             self.bytes_relayed += len(rest)
         return step
+
+    def _as_link(self, party: Party) -> None:
+        """A relay forwarding a side here (its ticket is our waiter's): no client's."""
+        self.addresses.closed(party.address)
+        party.address = PEER_ADDRESS
+        self.addresses.opened(PEER_ADDRESS)
 
     def forward(self, party: Party, link: Endpoint, now: float) -> tuple[Step, Party]:
         """Join waiting `party` to `link`, a connection to the relay where its partner

@@ -1,5 +1,9 @@
 """The relay handshake line, as bytes in: `please relay TOKEN [for side SIDE]\\n`.
 
+A relay forwarding a side to another relay (peers.py) may add ` link TICKET`: the ticket
+the other relay gave its waiter, so that relay knows the connection for a link and not
+a client (its per-address bounds are for clients).
+
 As the reference (a Twisted LineReceiver, `\\n` only, 1024 bytes at most), bytes after
 the line are payload; unlike the reference's WebSocket side, a line split over several
 reads or messages is put together before it is judged.
@@ -16,6 +20,8 @@ MAX_LINE_BYTES = 1024
 # the reference's regexes; `\w` on bytes is [A-Za-z0-9_]
 _NEW = re.compile(rb"please relay (\w{64}) for side (\w{16})")
 _OLD = re.compile(rb"please relay (\w{64})")
+#: a link from another relay: either form, then the waiter's ticket
+_LINK = re.compile(rb"(please relay \w{64}(?: for side \w{16})?) link ([0-9a-f]{32})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +31,8 @@ class Request:
     token: str
     side: str | None
     rest: bytes
+    #: the ticket a forwarding relay sent (peers.py); None from a client
+    ticket: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,11 @@ class LineBuffer:
         line = buffer[:end]
         if len(line) > MAX_LINE_BYTES:
             return Bad(too_long=True)
+        ticket = None
+        link = _LINK.fullmatch(line)
+        if link is not None:
+            line, ticket = link.group(1), link.group(2).decode("ascii")
         parsed = parse_line(line)
         if parsed is None:
             return Bad(too_long=False)
-        return Request(parsed[0], parsed[1], buffer[end + 1 :])
+        return Request(parsed[0], parsed[1], buffer[end + 1 :], ticket)

@@ -20,7 +20,7 @@ from pigeonhole.transit.config import TransitConfig
 from pigeonhole.transit.core import OK, TransitCore
 from pigeonhole.transit.endpoint import Endpoint
 from pigeonhole.transit.party import Party, Phase, Step
-from pigeonhole.transit.peers import Address, Directory, handshake_line
+from pigeonhole.transit.peers import Directory, Found, handshake_line, new_ticket
 from pigeonhole.transit.splice import SplicePump
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageSink
@@ -183,8 +183,9 @@ class Hub:
         does not answer loses its records, and the directory is asked again)."""
         assert party.token is not None
         token, side = party.token, party.side
+        party.ticket = new_ticket()
         try:
-            found = await directory.meet(token, side)
+            found = await directory.meet(token, side, party.ticket)
         except Exception:  # it still pairs with a partner that reaches this relay
             log.exception("transit: the pairing directory failed")
             return
@@ -194,17 +195,19 @@ class Hub:
             await self._left(directory, token, side)
         elif party.phase is Phase.WAITING and not await self._join_peer(party, found):
             try:
-                await directory.gone(found)
+                await directory.gone(found.address)
             except Exception:
                 log.exception("transit: the pairing directory failed")
                 return
             if tries > 1 and party.phase is Phase.WAITING:
                 await self._meet(party, directory, tries - 1)
 
-    async def _join_peer(self, party: Party, address: Address) -> bool:
-        """Connect to the relay where the partner waits and send the handshake there;
-        False if that relay did not answer."""
+    async def _join_peer(self, party: Party, found: Found) -> bool:
+        """Connect to the relay where the partner waits and send the handshake there
+        (with the waiter's ticket); False if that relay did not answer."""
         assert party.token is not None
+        address = found.address
+        line = handshake_line(party.token, party.side, found.ticket)
         loop = self.loop
         sock: socket.socket | None = None
         try:
@@ -215,7 +218,7 @@ class Hub:
             sock.setblocking(False)
             async with asyncio.timeout(self.config.handshake_timeout):
                 await loop.sock_connect(sock, target)
-                await loop.sock_sendall(sock, handshake_line(party.token, party.side))
+                await loop.sock_sendall(sock, line)
         except (OSError, TimeoutError):
             log.warning("transit: no answer from the relay at %s:%d", *address)
             if sock is not None:

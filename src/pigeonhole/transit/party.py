@@ -35,6 +35,7 @@ class Party:
         "phase",
         "sent",
         "side",
+        "ticket",
         "token",
         "waiting_since",
     )
@@ -55,6 +56,8 @@ class Party:
         self.bucket: TokenBucket | None = None
         #: a connection to another relay, carrying a client's side to its partner there
         self.peer = False
+        #: this waiter's ticket in the shared directory (peers.py), once recorded there
+        self.ticket: str | None = None
 
 
 @dataclass(slots=True)

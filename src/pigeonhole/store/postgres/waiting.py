@@ -1,11 +1,11 @@
 """Transit connections waiting for a partner, shared by every node's relay.
 
 The relay's pairing directory (pigeonhole/transit/peers.py; the server adapts this table
-to it) kept in PostgreSQL
-(`channel.transit_waiting`, schema v5): a relay with no local partner for a handshake
-either finds a compatible waiter on another node's relay, or records its own. Both in one
-transaction under an advisory lock per token, so two sides arriving at once on two nodes
-cannot both record themselves and wait forever. Every query runs on the store's read
+to it) kept in PostgreSQL (`channel.transit_waiting`, schema v5; v6 adds each waiter's
+ticket): a relay with no local partner for a handshake either finds a compatible waiter
+on another node's relay, or records its own. Both in one transaction under an advisory
+lock per token, so two sides arriving at once on two nodes cannot both record themselves
+and wait forever. Every query runs on the store's read
 pool (asyncpg): the event loop never blocks on it.
 """
 
@@ -18,12 +18,13 @@ from typing import Any
 LOCK_PREFIX = "t"
 
 _FIND = (
-    "SELECT address FROM channel.transit_waiting WHERE token = $1 AND address <> $3"
+    "SELECT address, ticket FROM channel.transit_waiting WHERE token = $1 AND address <> $3"
     " AND since >= $4 AND (side IS NULL OR $2::text IS NULL OR side <> $2::text)"
     " ORDER BY id LIMIT 1"
 )
 _RECORD = (
-    "INSERT INTO channel.transit_waiting (token, side, address, since) VALUES ($1, $2, $3, $4)"
+    "INSERT INTO channel.transit_waiting (token, side, address, since, ticket)"
+    " VALUES ($1, $2, $3, $4, $5)"
 )
 _REMOVE_ONE = (
     "DELETE FROM channel.transit_waiting WHERE id = (SELECT id FROM channel.transit_waiting"
@@ -40,18 +41,21 @@ class WaitingTable:
         #: rows older than this (the lonely timeout) are stale: their client is gone
         self._max_age = max_age
 
-    async def meet(self, token: str, side: str | None) -> str | None:
-        """A compatible waiter's relay address (HOST:PORT) elsewhere, or None once this
-        one is recorded."""
+    async def meet(
+        self, token: str, side: str | None, ticket: str
+    ) -> tuple[str, str | None] | None:
+        """A compatible waiter's relay address (HOST:PORT) elsewhere and its ticket, or
+        None once this one is recorded with `ticket`."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", LOCK_PREFIX + token
             )
             now = time.time()
-            found = await conn.fetchval(_FIND, token, side, self.address, now - self._max_age)
+            found = await conn.fetchrow(_FIND, token, side, self.address, now - self._max_age)
             if found is not None:
-                return str(found)
-            await conn.execute(_RECORD, token, side, self.address, now)
+                ticket = found["ticket"]
+                return str(found["address"]), None if ticket is None else str(ticket)
+            await conn.execute(_RECORD, token, side, self.address, now, ticket)
             return None
 
     async def left(self, token: str, side: str | None) -> None:
