@@ -1,25 +1,29 @@
 """Transit relays side by side: the reference, a trivial asyncio relay, a bare splice
 relay (the ceiling) and Pigeonhole's, alone (its relay in a process of this script, on
 asyncio's default loop) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
-WebSocket to `/transit` on the public port), each in its own process, one load generator.
+WebSocket to `/transit` on the public port), each in its own process.
 
-    .venv/bin/python bench/transit_relay.py            # default run, about a minute
-    .venv/bin/python bench/transit_relay.py --scale 0.05   # a smoke test
+    .venv/bin/python bench/transit_relay.py            # default run, about 4 minutes
+    .venv/bin/python bench/transit_relay.py --seconds 1 --relays pigeonhole-serve  # smoke
 
-Rows: relay CPU seconds per GB relayed (the relay process's user+system time from /proc;
-for `serve`, its process and descendants) and MB/s at 1 and 100 pairs, over TCP and
-(reference, Pigeonhole) WebSocket; then memory per waiting and per active connection (the
-relay's RSS growth over 200 connections); then each relay's figures divided by the
-reference's, beside the targets (CPU s/GB: TCP at most 0.15x, WebSocket at most 0.35x;
-MB/s at 100 pairs at least 2x). The machine and the Python load generator bound what is
-seen. At small `--scale` the 100-pair rows measure mostly connection set-up, and CPU
-seconds come in clock ticks (10 ms), so only the default sizes give figures worth comparing."""
+Each row sets up its pairs (1 or 100), then moves bytes for `--seconds` (or until
+`--row-bytes` have gone, whichever is first) from load processes that cost little
+(bench/transit_load.py: `sendfile` from memory, `splice` into /dev/null, several
+processes), and reports MB/s over that window, the relay process's CPU seconds per GB
+relayed (its user+system time as the kernel accounts it, /proc/PID/stat; for `serve`, its
+process and descendants), the load processes' own CPU per GB (from their rusage: what the
+machine spent outside the relay) and bytes sent but not delivered. Then memory per waiting
+and per active connection (the relay's RSS growth over 200 connections); then each
+relay's figures divided by the reference's, beside the targets (CPU s/GB: TCP at most
+0.15x, WebSocket at most 0.35x; MB/s at 100 pairs at least 2x). On 2 cores the relay and
+the load share the machine, so MB/s is bounded by both; CPU s/GB is the relay's own."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import shutil
 import socket
@@ -30,6 +34,7 @@ import time
 from pathlib import Path
 
 import run  # bench/run.py: Server, make_server (`pigeonhole serve` as bench/run.py starts it)
+import transit_load  # bench/transit_load.py: the load's worker processes
 
 HERE = Path(__file__).resolve().parent
 TWIST = Path(sys.executable).parent / "twist"
@@ -214,84 +219,70 @@ def start(kind: str) -> tuple[Process | ServeProcess, int, str | None]:
     return Process(kind, [*me, "--serve", kind, "--port", str(port)], [port]), port, None
 
 
-# -- the load -----------------------------------------------------------------------
+# -- the load (bench/transit_load.py, in worker processes) ---------------------------
 
 
 def hello(token: str, side: str) -> bytes:
     return f"please relay {token} for side {side}\n".encode()
 
 
-async def tcp_pair(port: int, size: int, payload: bytes) -> int:
-    token = os.urandom(32).hex()
-    (ra, wa), (rb, wb) = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-    wa.write(hello(token, "a" * 16))
-    wb.write(hello(token, "b" * 16))
-    await ra.readexactly(3), await rb.readexactly(3)
-
-    async def send() -> None:
-        for _ in range(size // len(payload)):
-            wa.write(payload)
-            await wa.drain()
-        wa.close()
-
-    sending = asyncio.create_task(send())
-    got = 0
-    while chunk := await rb.read(1 << 20):
-        got += len(chunk)
-    await sending
-    wb.close()
-    return got
-
-
-async def ws_pair(url: str, size: int, payload: bytes) -> int:
-    from websockets.asyncio.client import connect
-
-    token = os.urandom(32).hex()
-    a = await connect(url, max_size=None, compression=None)
-    b = await connect(url, max_size=None, compression=None)
-    await a.send(hello(token, "a" * 16))
-    await b.send(hello(token, "b" * 16))
-    await a.recv(), await b.recv()
-
-    async def send() -> None:
-        for _ in range(size // len(payload)):
-            await a.send(payload)
-        await a.close()
-
-    sending = asyncio.create_task(send())
-    got = 0
-    with contextlib.suppress(Exception):
-        async for message in b:
-            got += len(message)
-    await sending
-    return got
-
-
-#: (relay, transport, pairs) -> (MB/s, relay CPU s/GB, bytes lost), None if it did not end
-Rates = dict[tuple[str, str, int], tuple[float, float, int] | None]
+#: (relay, transport, pairs) -> (MB/s, relay CPU s/GB, load CPU s/GB, bytes lost), None if
+#: the row did not end
+Rates = dict[tuple[str, str, int], tuple[float, float, float, int] | None]
 #: relay -> (bytes per waiting connection, bytes per active connection)
 Memory = dict[str, tuple[float, float]]
 TCP_KINDS = ["reference", "trivial", "splice", "pigeonhole", "pigeonhole-serve"]
 WS_KINDS = ["reference", "pigeonhole", "pigeonhole-serve"]
 
 
-async def throughput(kind: str, transport: str, pairs: int, size: int) -> tuple[float, float, int]:
+def throughput(kind: str, transport: str, pairs: int, args: argparse.Namespace) -> tuple[
+    float, float, float, int
+]:  # fmt: skip
+    """One row: every pair set up, then `args.seconds` (or the byte cap) of sending."""
     proc, port, ws_url = start(kind)
+    ctx = multiprocessing.get_context("fork")
+    workers = []
     try:
-        payload = os.urandom(64 * 1024)
-        cpu, began = proc.cpu(), time.monotonic()
-        if transport == "tcp":
-            jobs = [tcp_pair(port, size, payload) for _ in range(pairs)]
-        else:
+        if transport == "ws":
             assert ws_url is not None
-            jobs = [ws_pair(ws_url, size, payload) for _ in range(pairs)]
-        moved = sum(await asyncio.wait_for(asyncio.gather(*jobs), ROW_TIMEOUT))
+            port = int(ws_url.split(":")[2].split("/")[0])
+        path = "/" + ws_url.split("/", 3)[3] if ws_url else "/"
+        tokens = [os.urandom(32).hex() for _ in range(pairs)]
+        for w in range(min(args.workers, 2 * pairs)):
+            n = min(args.workers, 2 * pairs)
+            job = transit_load.Job(w, n, transport, port, path, tokens,
+                                   int(args.row_bytes / pairs), args.ws_frame)  # fmt: skip
+            mine, theirs = ctx.Pipe()
+            child = ctx.Process(target=transit_load.work, args=(job, theirs), daemon=True)
+            child.start()
+            workers.append((child, mine))
+        for _, pipe in workers:
+            if not pipe.poll(60) or pipe.recv() != "ready":
+                raise TimeoutError
+        cpu, began = proc.cpu(), time.monotonic()
+        for _, pipe in workers:
+            pipe.send(began + args.seconds)
+        sent = moved = 0
+        load_cpu = 0.0
+        for _, pipe in workers:
+            if not pipe.poll(max(0.0, began + args.seconds + ROW_TIMEOUT - time.monotonic())):
+                raise TimeoutError
+            s, r, c = pipe.recv()
+            sent, moved, load_cpu = sent + s, moved + r, load_cpu + c
         seconds, used = time.monotonic() - began, proc.cpu() - cpu
     finally:
+        for child, _ in workers:
+            if child.is_alive():
+                child.kill()
+            child.join()
         proc.stop()
-    lost = pairs * (size // len(payload)) * len(payload) - moved
     gb = moved / 1e9
-    return moved / 1e6 / seconds, used / gb if gb else 0.0, lost
+    return (
+        moved / 1e6 / seconds,
+        used / gb if gb else 0.0,
+        load_cpu / gb if gb else 0.0,
+        sent - moved,
+    )
 
 
 async def memory(kind: str) -> tuple[float, float]:
@@ -323,35 +314,36 @@ async def memory(kind: str) -> tuple[float, float]:
     return waiting, active
 
 
-async def measure_rates(scale: float) -> Rates:
-    print("| relay | transport | pairs | MB/s | relay CPU s/GB | bytes lost |")
-    print("|---|---|---|---|---|---|")
+def measure_rates(args: argparse.Namespace) -> Rates:
+    print(
+        f"{args.seconds:g} s or {args.row_bytes / 1e9:g} GB per row, whichever first; "
+        f"{args.workers} load processes; WebSocket frames of {args.ws_frame} bytes\n"
+    )
+    print("| relay | transport | pairs | MB/s | relay CPU s/GB | load CPU s/GB | bytes lost |")
+    print("|---|---|---|---|---|---|---|")
     rates: Rates = {}
-    for transport, kinds, one, many in (
-        ("tcp", TCP_KINDS, 300e6, 4e6),
-        ("ws", WS_KINDS, 60e6, 1e6),
-    ):
+    for transport, kinds in (("tcp", TCP_KINDS), ("ws", WS_KINDS)):
         for kind in kinds:
-            for pairs, size in ((1, one), (100, many)):
+            if kind not in args.relays:
+                continue
+            for pairs in (1, 100):
                 try:
-                    row = rates[kind, transport, pairs] = await throughput(
-                        kind, transport, pairs, int(size * scale)
-                    )
+                    row = rates[kind, transport, pairs] = throughput(kind, transport, pairs, args)
                 except TimeoutError:
                     rates[kind, transport, pairs] = None
-                    print(f"| {kind} | {transport} | {pairs} | (no end in {ROW_TIMEOUT} s) | | |")
+                    print(f"| {kind} | {transport} | {pairs} | (no end in time) | | | |")
                     continue
-                mbps, cpu_per_gb, lost = row
-                figures = f"{mbps:,.0f} | {cpu_per_gb:.2f} | {lost}"
+                mbps, cpu_per_gb, load_per_gb, lost = row
+                figures = f"{mbps:,.0f} | {cpu_per_gb:.3f} | {load_per_gb:.3f} | {lost}"
                 print(f"| {kind} | {transport} | {pairs} | {figures} |", flush=True)
     return rates
 
 
-async def measure_memory() -> Memory:
+async def measure_memory(relays: list[str]) -> Memory:
     print("\n| relay | RSS per waiting connection | RSS per active connection |")
     print("|---|---|---|")
     sizes: Memory = {}
-    for kind in TCP_KINDS:
+    for kind in [k for k in TCP_KINDS if k in relays]:
         waiting, active = sizes[kind] = await memory(kind)
         print(f"| {kind} | {waiting / 1024:.1f} KiB | {active / 1024:.1f} KiB |", flush=True)
     return sizes
@@ -386,7 +378,8 @@ def ratio_rows(rates: Rates, sizes: Memory) -> list[RatioRow]:
     for transport in ("tcp", "ws"):
         rows.append((f"{transport} MB/s at 100 pairs", against(transport, 100, 0), (2.0, +1)))
     for i, what in enumerate(("waiting", "active")):
-        cells = [ratio(sizes[k][i], sizes["reference"][i]) for k in TCP_KINDS[1:]]
+        reference = sizes["reference"][i] if "reference" in sizes else None
+        cells = [ratio(sizes[k][i], reference) if k in sizes else None for k in TCP_KINDS[1:]]
         rows.append((f"RSS per {what} connection", cells, None))
     return rows
 
@@ -410,15 +403,22 @@ def print_ratios(rates: Rates, sizes: Memory) -> None:
         print(f"| {name} | {cells} | {wanted} | {verdict(values[-1], target)} |")
 
 
-async def main(args: argparse.Namespace) -> None:
-    rates = await measure_rates(args.scale)
-    sizes = await measure_memory()
+def main(args: argparse.Namespace) -> None:
+    rates = measure_rates(args)
+    sizes = asyncio.run(measure_memory(args.relays))
     print_ratios(rates, sizes)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size")
+    parser.add_argument("--seconds", type=float, default=5.0, help="sending time per row")
+    parser.add_argument("--row-bytes", type=float, default=20e9,
+                        help="bytes per row at most (all pairs together)")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=2, help="load processes")
+    parser.add_argument("--ws-frame", type=int, default=64 * 1024,
+                        help="payload bytes per WebSocket frame the load sends")  # fmt: skip
+    parser.add_argument("--relays", default=",".join(TCP_KINDS), type=lambda text: text.split(","),
+                        help="relays to run (a comma-separated list)")  # fmt: skip
     parser.add_argument("--serve", choices=["trivial", "splice", "pigeonhole"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ws-port", type=int, default=0)
@@ -430,4 +430,4 @@ if __name__ == "__main__":
     elif args.serve == "pigeonhole":
         asyncio.run(serve_pigeonhole(args.port, args.ws_port))
     else:
-        asyncio.run(main(args))
+        main(args)
