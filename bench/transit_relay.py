@@ -40,6 +40,16 @@ HERE = Path(__file__).resolve().parent
 TWIST = Path(sys.executable).parent / "twist"
 CHUNK = 256 * 1024
 TICK = os.sysconf("SC_CLK_TCK")
+#: the relays run as the systemd unit runs `serve` (deploy/pigeonhole.service): as a user
+#: of their own without CAP_SYS_RESOURCE, so the kernel's per-user pipe limit applies
+#: (fs.pipe-user-pages-soft; root is exempt, and on a shared machine root's other pipes
+#: count too); reading and writing files as root may (the venv is under /root)
+SERVICE_UID = 61999
+CAPS = "-all,+dac_override,+dac_read_search"
+AS_SERVICE = [
+    "setpriv", f"--reuid={SERVICE_UID}", f"--regid={SERVICE_UID}", "--clear-groups",
+    f"--inh-caps={CAPS}", f"--ambient-caps={CAPS}", f"--bounding-set={CAPS}",
+]  # fmt: skip
 #: a row that has not finished by then is reported as such (a relay that lost an EOF)
 ROW_TIMEOUT = 60
 
@@ -142,7 +152,9 @@ def free_port() -> int:
 class Process:
     def __init__(self, name: str, argv: list[str], ports: list[int]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [*as_service(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         for port in ports:
             wait_listening(port, self.proc, name)
 
@@ -169,6 +181,7 @@ class ServeProcess:
         extra = ["--transit-port", str(transit_port),
                  "--transit-max-connections-per-address", "100000"]  # fmt: skip
         self.server = run.make_server(run.SPECS["pigeonhole"], run.CACHE / "ref-venv", extra)
+        self.server.argv = [*as_service(), *self.server.argv]
         self.server.start()
         wait_listening(transit_port, self.server.proc)
 
@@ -181,6 +194,13 @@ class ServeProcess:
     def stop(self) -> None:
         self.server.stop()
         shutil.rmtree(self.server.data_dir, ignore_errors=True)
+
+
+def as_service() -> list[str]:
+    """The prefix that runs a relay as a service user (nothing unless run as root)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or os.environ.get("RELAYS_AS_ROOT"):
+        return []
+    return AS_SERVICE
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes] | None, name: str = "serve") -> None:
@@ -317,7 +337,8 @@ async def memory(kind: str) -> tuple[float, float]:
 def measure_rates(args: argparse.Namespace) -> Rates:
     print(
         f"{args.seconds:g} s or {args.row_bytes / 1e9:g} GB per row, whichever first; "
-        f"{args.workers} load processes; WebSocket frames of {args.ws_frame} bytes\n"
+        f"{args.workers} load processes; WebSocket frames of {args.ws_frame} bytes; relays "
+        + ("as a service user without CAP_SYS_RESOURCE\n" if as_service() else "as this user\n")
     )
     print("| relay | transport | pairs | MB/s | relay CPU s/GB | load CPU s/GB | bytes lost |")
     print("|---|---|---|---|---|---|---|")
@@ -419,6 +440,8 @@ if __name__ == "__main__":
                         help="payload bytes per WebSocket frame the load sends")  # fmt: skip
     parser.add_argument("--relays", default=",".join(TCP_KINDS), type=lambda text: text.split(","),
                         help="relays to run (a comma-separated list)")  # fmt: skip
+    parser.add_argument("--as-root", action="store_true",
+                        help="run the relays as root (no per-user pipe limit)")  # fmt: skip
     parser.add_argument("--serve", choices=["trivial", "splice", "pigeonhole"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ws-port", type=int, default=0)
@@ -430,4 +453,6 @@ if __name__ == "__main__":
     elif args.serve == "pigeonhole":
         asyncio.run(serve_pigeonhole(args.port, args.ws_port))
     else:
+        if args.as_root:
+            os.environ["RELAYS_AS_ROOT"] = "1"
         main(args)
