@@ -1,7 +1,8 @@
 """Transit relays side by side: the reference, a trivial asyncio relay, a bare splice
-relay (the ceiling) and Pigeonhole's, alone (its relay in a process of this script, on
-asyncio's default loop) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
-WebSocket to `/transit` on the public port), each in its own process.
+relay and Pigeonhole's, alone (on asyncio's default loop; these three are in
+bench/transit_servers.py) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
+WebSocket to `/transit` on the public port), each in its own process, run as a service
+user without CAP_SYS_RESOURCE when this runs as root (`--as-root`: as root).
 
     .venv/bin/python bench/transit_relay.py            # default run, about 4 minutes
     .venv/bin/python bench/transit_relay.py --seconds 1 --relays pigeonhole-serve  # smoke
@@ -29,21 +30,19 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import run  # bench/run.py: Server, make_server (`pigeonhole serve` as bench/run.py starts it)
 import transit_load  # bench/transit_load.py: the load's worker processes
 
 HERE = Path(__file__).resolve().parent
 TWIST = Path(sys.executable).parent / "twist"
-CHUNK = 256 * 1024
 TICK = os.sysconf("SC_CLK_TCK")
-#: the relays run as the systemd unit runs `serve` (deploy/pigeonhole.service): as a user
-#: of their own without CAP_SYS_RESOURCE, so the kernel's per-user pipe limit applies
-#: (fs.pipe-user-pages-soft; root is exempt, and on a shared machine root's other pipes
-#: count too); reading and writing files as root may (the venv is under /root)
+#: relays run as the systemd unit runs `serve`: a user of their own without CAP_SYS_RESOURCE
+#: (the per-user pipe limit applies), reading and writing files as root may
 SERVICE_UID = 61999
 CAPS = "-all,+dac_override,+dac_read_search"
 AS_SERVICE = [
@@ -52,92 +51,6 @@ AS_SERVICE = [
 ]  # fmt: skip
 #: a row that has not finished by then is reported as such (a relay that lost an EOF)
 ROW_TIMEOUT = 60
-
-
-# -- the relays under test (run as `--serve KIND`) ----------------------------------
-
-
-async def serve_trivial(port: int) -> None:
-    """Pairs by the first line, then copies with pause/resume through asyncio streams."""
-    waiting: dict[bytes, asyncio.StreamWriter] = {}
-    partners: dict[asyncio.StreamWriter, asyncio.Future[asyncio.StreamWriter]] = {}
-
-    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-        writer.close()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        line = await reader.readline()
-        if not line:
-            writer.close()
-            return
-        key = line.split(b" ")[2]  # the token: the sides differ
-        other = waiting.pop(key, None)
-        if other is None:
-            waiting[key] = writer
-            met = partners[writer] = asyncio.get_running_loop().create_future()
-            partner = await met
-        else:
-            partners.pop(other).set_result(writer)
-            partner = other
-            for w in (writer, other):
-                w.write(b"ok\n")
-        await pump(reader, partner)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, limit=CHUNK)
-    await server.serve_forever()
-
-
-def serve_splice(port: int) -> None:
-    """The ceiling: blocking splice through a pipe in two threads per pair, no bounds."""
-    listener = socket.create_server(("127.0.0.1", port), backlog=1024)
-    waiting: dict[bytes, socket.socket] = {}
-    lock = threading.Lock()
-
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        r, w = os.pipe()
-        with contextlib.suppress(OSError):
-            while n := os.splice(src.fileno(), w, 1 << 20):
-                while n:
-                    n -= os.splice(r, dst.fileno(), n)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-        os.close(r), os.close(w)
-
-    def handshake(conn: socket.socket) -> None:
-        line = b""
-        while not line.endswith(b"\n"):
-            byte = conn.recv(1)  # one byte at a time: nothing after the line is read
-            if not byte:
-                conn.close()
-                return
-            line += byte
-        key = line.split(b" ")[2]  # the token: the sides differ
-        with lock:
-            other = waiting.pop(key, None)
-            if other is None:
-                waiting[key] = conn
-                return
-        for s in (conn, other):
-            s.sendall(b"ok\n")
-        threading.Thread(target=pump, args=(conn, other), daemon=True).start()
-        threading.Thread(target=pump, args=(other, conn), daemon=True).start()
-
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=handshake, args=(conn,), daemon=True).start()
-
-
-async def serve_pigeonhole(port: int, ws_port: int) -> None:
-    from pigeonhole.transit import TransitConfig, TransitRelay
-    from pigeonhole.transit.ws_listener import serve_websocket
-
-    relay = TransitRelay(TransitConfig(max_connections_per_address=100_000))
-    await relay.start("127.0.0.1", [port])
-    await serve_websocket(relay, "127.0.0.1", ws_port)
-    await asyncio.Event().wait()
 
 
 # -- measuring a relay process ------------------------------------------------------
@@ -224,28 +137,25 @@ def rss_of(pid: int) -> int:
 def start(kind: str) -> tuple[Process | ServeProcess, int, str | None]:
     """Start a relay under test: its process(es), its TCP port, its WebSocket URL if any."""
     port, ws_port = free_port(), free_port()
-    me = [sys.executable, str(Path(__file__).resolve())]
+    me = [sys.executable, str(HERE / "transit_servers.py")]
     ws_url = f"ws://127.0.0.1:{ws_port}/"
     if kind == "reference":
         argv = [str(TWIST), "transitrelay", f"--port=tcp:{port}:interface=127.0.0.1",
                 f"--websocket=tcp:{ws_port}:interface=127.0.0.1"]  # fmt: skip
         return Process(kind, argv, [port, ws_port]), port, ws_url
     if kind == "pigeonhole":
-        argv = [*me, "--serve", kind, "--port", str(port), "--ws-port", str(ws_port)]
+        argv = [*me, kind, "--port", str(port), "--ws-port", str(ws_port)]
         return Process(kind, argv, [port, ws_port]), port, ws_url
     if kind == "pigeonhole-serve":
         serve = ServeProcess(port)
         return serve, port, f"ws://127.0.0.1:{serve.server.port}/transit"
-    return Process(kind, [*me, "--serve", kind, "--port", str(port)], [port]), port, None
+    return Process(kind, [*me, kind, "--port", str(port)], [port]), port, None
 
 
 # -- the load (bench/transit_load.py, in worker processes) ---------------------------
 
 
-def hello(token: str, side: str) -> bytes:
-    return f"please relay {token} for side {side}\n".encode()
-
-
+hello = transit_load.hello
 #: (relay, transport, pairs) -> (MB/s, relay CPU s/GB, load CPU s/GB, bytes lost), None if
 #: the row did not end
 Rates = dict[tuple[str, str, int], tuple[float, float, float, int] | None]
@@ -253,6 +163,16 @@ Rates = dict[tuple[str, str, int], tuple[float, float, float, int] | None]
 Memory = dict[str, tuple[float, float]]
 TCP_KINDS = ["reference", "trivial", "splice", "pigeonhole", "pigeonhole-serve"]
 WS_KINDS = ["reference", "pigeonhole", "pigeonhole-serve"]
+
+
+def answer(pipe: Connection, timeout: float) -> Any:
+    """A worker's next message; TimeoutError if none in time or the worker died."""
+    try:
+        if pipe.poll(max(0.0, timeout)):
+            return pipe.recv()
+    except EOFError:
+        pass
+    raise TimeoutError
 
 
 def throughput(kind: str, transport: str, pairs: int, args: argparse.Namespace) -> tuple[
@@ -268,26 +188,23 @@ def throughput(kind: str, transport: str, pairs: int, args: argparse.Namespace) 
             port = int(ws_url.split(":")[2].split("/")[0])
         path = "/" + ws_url.split("/", 3)[3] if ws_url else "/"
         tokens = [os.urandom(32).hex() for _ in range(pairs)]
-        for w in range(min(args.workers, 2 * pairs)):
-            n = min(args.workers, 2 * pairs)
+        n = min(args.workers, 2 * pairs)
+        for w in range(n):
             job = transit_load.Job(w, n, transport, port, path, tokens,
                                    int(args.row_bytes / pairs), args.ws_frame)  # fmt: skip
             mine, theirs = ctx.Pipe()
             child = ctx.Process(target=transit_load.work, args=(job, theirs), daemon=True)
             child.start()
             workers.append((child, mine))
-        for _, pipe in workers:
-            if not pipe.poll(60) or pipe.recv() != "ready":
-                raise TimeoutError
+        if any(answer(pipe, 60) != "ready" for _, pipe in workers):
+            raise TimeoutError
         cpu, began = proc.cpu(), time.monotonic()
         for _, pipe in workers:
             pipe.send(began + args.seconds)
         sent = moved = 0
         load_cpu = 0.0
         for _, pipe in workers:
-            if not pipe.poll(max(0.0, began + args.seconds + ROW_TIMEOUT - time.monotonic())):
-                raise TimeoutError
-            s, r, c = pipe.recv()
+            s, r, c = answer(pipe, began + args.seconds + ROW_TIMEOUT - time.monotonic())
             sent, moved, load_cpu = sent + s, moved + r, load_cpu + c
         seconds, used = time.monotonic() - began, proc.cpu() - cpu
     finally:
@@ -442,17 +359,7 @@ if __name__ == "__main__":
                         help="relays to run (a comma-separated list)")  # fmt: skip
     parser.add_argument("--as-root", action="store_true",
                         help="run the relays as root (no per-user pipe limit)")  # fmt: skip
-    parser.add_argument("--serve", choices=["trivial", "splice", "pigeonhole"])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--ws-port", type=int, default=0)
     args = parser.parse_args()
-    if args.serve == "splice":
-        serve_splice(args.port)
-    elif args.serve == "trivial":
-        asyncio.run(serve_trivial(args.port))
-    elif args.serve == "pigeonhole":
-        asyncio.run(serve_pigeonhole(args.port, args.ws_port))
-    else:
-        if args.as_root:
-            os.environ["RELAYS_AS_ROOT"] = "1"
-        main(args)
+    if args.as_root:
+        os.environ["RELAYS_AS_ROOT"] = "1"
+    main(args)
