@@ -1,128 +1,56 @@
 """Transit relays side by side: the reference, a trivial asyncio relay, a bare splice
-relay (the ceiling) and Pigeonhole's, alone (its relay in a process of this script, on
-asyncio's default loop) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
-WebSocket to `/transit` on the public port), each in its own process, one load generator.
+relay and Pigeonhole's, alone (on asyncio's default loop; these three are in
+bench/transit_servers.py) and as `pigeonhole serve` hosts it (TCP to `--transit-port`,
+WebSocket to `/transit` on the public port), each in its own process, run as a service
+user without CAP_SYS_RESOURCE when this runs as root (`--as-root`: as root).
 
-    .venv/bin/python bench/transit_relay.py            # default run, about a minute
-    .venv/bin/python bench/transit_relay.py --scale 0.05   # a smoke test
+    .venv/bin/python bench/transit_relay.py            # default run, about 4 minutes
+    .venv/bin/python bench/transit_relay.py --seconds 1 --relays pigeonhole-serve  # smoke
 
-Rows: relay CPU seconds per GB relayed (the relay process's user+system time from /proc;
-for `serve`, its process and descendants) and MB/s at 1 and 100 pairs, over TCP and
-(reference, Pigeonhole) WebSocket; then memory per waiting and per active connection (the
-relay's RSS growth over 200 connections); then each relay's figures divided by the
-reference's, beside the targets (CPU s/GB: TCP at most 0.15x, WebSocket at most 0.35x;
-MB/s at 100 pairs at least 2x). The machine and the Python load generator bound what is
-seen. At small `--scale` the 100-pair rows measure mostly connection set-up, and CPU
-seconds come in clock ticks (10 ms), so only the default sizes give figures worth comparing."""
+Each row sets up its pairs (1 or 100), then moves bytes for `--seconds` (or until
+`--row-bytes` have gone, whichever is first) from load processes that cost little
+(bench/transit_load.py: `sendfile` from memory, `splice` into /dev/null, several
+processes), and reports MB/s over that window, the relay process's CPU seconds per GB
+relayed (its user+system time as the kernel accounts it, /proc/PID/stat; for `serve`, its
+process and descendants), the load processes' own CPU per GB (from their rusage: what the
+machine spent outside the relay) and bytes sent but not delivered. Then memory per waiting
+and per active connection (the relay's RSS growth over 200 connections); then each
+relay's figures divided by the reference's, beside the targets (CPU s/GB: TCP at most
+0.15x, WebSocket at most 0.35x; MB/s at 100 pairs at least 2x). On 2 cores the relay and
+the load share the machine, so MB/s is bounded by both; CPU s/GB is the relay's own."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import run  # bench/run.py: Server, make_server (`pigeonhole serve` as bench/run.py starts it)
+import transit_load  # bench/transit_load.py: the load's worker processes
 
 HERE = Path(__file__).resolve().parent
 TWIST = Path(sys.executable).parent / "twist"
-CHUNK = 256 * 1024
 TICK = os.sysconf("SC_CLK_TCK")
+#: relays run as the systemd unit runs `serve`: a user of their own without CAP_SYS_RESOURCE
+#: (the per-user pipe limit applies), reading and writing files as root may
+SERVICE_UID = 61999
+CAPS = "-all,+dac_override,+dac_read_search"
+AS_SERVICE = [
+    "setpriv", f"--reuid={SERVICE_UID}", f"--regid={SERVICE_UID}", "--clear-groups",
+    f"--inh-caps={CAPS}", f"--ambient-caps={CAPS}", f"--bounding-set={CAPS}",
+]  # fmt: skip
 #: a row that has not finished by then is reported as such (a relay that lost an EOF)
 ROW_TIMEOUT = 60
-
-
-# -- the relays under test (run as `--serve KIND`) ----------------------------------
-
-
-async def serve_trivial(port: int) -> None:
-    """Pairs by the first line, then copies with pause/resume through asyncio streams."""
-    waiting: dict[bytes, asyncio.StreamWriter] = {}
-    partners: dict[asyncio.StreamWriter, asyncio.Future[asyncio.StreamWriter]] = {}
-
-    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-        writer.close()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        line = await reader.readline()
-        if not line:
-            writer.close()
-            return
-        key = line.split(b" ")[2]  # the token: the sides differ
-        other = waiting.pop(key, None)
-        if other is None:
-            waiting[key] = writer
-            met = partners[writer] = asyncio.get_running_loop().create_future()
-            partner = await met
-        else:
-            partners.pop(other).set_result(writer)
-            partner = other
-            for w in (writer, other):
-                w.write(b"ok\n")
-        await pump(reader, partner)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, limit=CHUNK)
-    await server.serve_forever()
-
-
-def serve_splice(port: int) -> None:
-    """The ceiling: blocking splice through a pipe in two threads per pair, no bounds."""
-    listener = socket.create_server(("127.0.0.1", port), backlog=1024)
-    waiting: dict[bytes, socket.socket] = {}
-    lock = threading.Lock()
-
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        r, w = os.pipe()
-        with contextlib.suppress(OSError):
-            while n := os.splice(src.fileno(), w, 1 << 20):
-                while n:
-                    n -= os.splice(r, dst.fileno(), n)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-        os.close(r), os.close(w)
-
-    def handshake(conn: socket.socket) -> None:
-        line = b""
-        while not line.endswith(b"\n"):
-            byte = conn.recv(1)  # one byte at a time: nothing after the line is read
-            if not byte:
-                conn.close()
-                return
-            line += byte
-        key = line.split(b" ")[2]  # the token: the sides differ
-        with lock:
-            other = waiting.pop(key, None)
-            if other is None:
-                waiting[key] = conn
-                return
-        for s in (conn, other):
-            s.sendall(b"ok\n")
-        threading.Thread(target=pump, args=(conn, other), daemon=True).start()
-        threading.Thread(target=pump, args=(other, conn), daemon=True).start()
-
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=handshake, args=(conn,), daemon=True).start()
-
-
-async def serve_pigeonhole(port: int, ws_port: int) -> None:
-    from pigeonhole.transit import TransitConfig, TransitRelay
-    from pigeonhole.transit.ws_listener import serve_websocket
-
-    relay = TransitRelay(TransitConfig(max_connections_per_address=100_000))
-    await relay.start("127.0.0.1", [port])
-    await serve_websocket(relay, "127.0.0.1", ws_port)
-    await asyncio.Event().wait()
 
 
 # -- measuring a relay process ------------------------------------------------------
@@ -137,7 +65,9 @@ def free_port() -> int:
 class Process:
     def __init__(self, name: str, argv: list[str], ports: list[int]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [*as_service(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         for port in ports:
             wait_listening(port, self.proc, name)
 
@@ -164,6 +94,7 @@ class ServeProcess:
         extra = ["--transit-port", str(transit_port),
                  "--transit-max-connections-per-address", "100000"]  # fmt: skip
         self.server = run.make_server(run.SPECS["pigeonhole"], run.CACHE / "ref-venv", extra)
+        self.server.argv = [*as_service(), *self.server.argv]
         self.server.start()
         wait_listening(transit_port, self.server.proc)
 
@@ -176,6 +107,13 @@ class ServeProcess:
     def stop(self) -> None:
         self.server.stop()
         shutil.rmtree(self.server.data_dir, ignore_errors=True)
+
+
+def as_service() -> list[str]:
+    """The prefix that runs a relay as a service user (nothing unless run as root)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or os.environ.get("RELAYS_AS_ROOT"):
+        return []
+    return AS_SERVICE
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes] | None, name: str = "serve") -> None:
@@ -199,99 +137,89 @@ def rss_of(pid: int) -> int:
 def start(kind: str) -> tuple[Process | ServeProcess, int, str | None]:
     """Start a relay under test: its process(es), its TCP port, its WebSocket URL if any."""
     port, ws_port = free_port(), free_port()
-    me = [sys.executable, str(Path(__file__).resolve())]
+    me = [sys.executable, str(HERE / "transit_servers.py")]
     ws_url = f"ws://127.0.0.1:{ws_port}/"
     if kind == "reference":
         argv = [str(TWIST), "transitrelay", f"--port=tcp:{port}:interface=127.0.0.1",
                 f"--websocket=tcp:{ws_port}:interface=127.0.0.1"]  # fmt: skip
         return Process(kind, argv, [port, ws_port]), port, ws_url
     if kind == "pigeonhole":
-        argv = [*me, "--serve", kind, "--port", str(port), "--ws-port", str(ws_port)]
+        argv = [*me, kind, "--port", str(port), "--ws-port", str(ws_port)]
         return Process(kind, argv, [port, ws_port]), port, ws_url
     if kind == "pigeonhole-serve":
         serve = ServeProcess(port)
         return serve, port, f"ws://127.0.0.1:{serve.server.port}/transit"
-    return Process(kind, [*me, "--serve", kind, "--port", str(port)], [port]), port, None
+    return Process(kind, [*me, kind, "--port", str(port)], [port]), port, None
 
 
-# -- the load -----------------------------------------------------------------------
+# -- the load (bench/transit_load.py, in worker processes) ---------------------------
 
 
-def hello(token: str, side: str) -> bytes:
-    return f"please relay {token} for side {side}\n".encode()
-
-
-async def tcp_pair(port: int, size: int, payload: bytes) -> int:
-    token = os.urandom(32).hex()
-    (ra, wa), (rb, wb) = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-    wa.write(hello(token, "a" * 16))
-    wb.write(hello(token, "b" * 16))
-    await ra.readexactly(3), await rb.readexactly(3)
-
-    async def send() -> None:
-        for _ in range(size // len(payload)):
-            wa.write(payload)
-            await wa.drain()
-        wa.close()
-
-    sending = asyncio.create_task(send())
-    got = 0
-    while chunk := await rb.read(1 << 20):
-        got += len(chunk)
-    await sending
-    wb.close()
-    return got
-
-
-async def ws_pair(url: str, size: int, payload: bytes) -> int:
-    from websockets.asyncio.client import connect
-
-    token = os.urandom(32).hex()
-    a = await connect(url, max_size=None, compression=None)
-    b = await connect(url, max_size=None, compression=None)
-    await a.send(hello(token, "a" * 16))
-    await b.send(hello(token, "b" * 16))
-    await a.recv(), await b.recv()
-
-    async def send() -> None:
-        for _ in range(size // len(payload)):
-            await a.send(payload)
-        await a.close()
-
-    sending = asyncio.create_task(send())
-    got = 0
-    with contextlib.suppress(Exception):
-        async for message in b:
-            got += len(message)
-    await sending
-    return got
-
-
-#: (relay, transport, pairs) -> (MB/s, relay CPU s/GB, bytes lost), None if it did not end
-Rates = dict[tuple[str, str, int], tuple[float, float, int] | None]
+hello = transit_load.hello
+#: (relay, transport, pairs) -> (MB/s, relay CPU s/GB, load CPU s/GB, bytes lost), None if
+#: the row did not end
+Rates = dict[tuple[str, str, int], tuple[float, float, float, int] | None]
 #: relay -> (bytes per waiting connection, bytes per active connection)
 Memory = dict[str, tuple[float, float]]
 TCP_KINDS = ["reference", "trivial", "splice", "pigeonhole", "pigeonhole-serve"]
 WS_KINDS = ["reference", "pigeonhole", "pigeonhole-serve"]
 
 
-async def throughput(kind: str, transport: str, pairs: int, size: int) -> tuple[float, float, int]:
-    proc, port, ws_url = start(kind)
+def answer(pipe: Connection, timeout: float) -> Any:
+    """A worker's next message; TimeoutError if none in time or the worker died."""
     try:
-        payload = os.urandom(64 * 1024)
-        cpu, began = proc.cpu(), time.monotonic()
-        if transport == "tcp":
-            jobs = [tcp_pair(port, size, payload) for _ in range(pairs)]
-        else:
+        if pipe.poll(max(0.0, timeout)):
+            return pipe.recv()
+    except EOFError:
+        pass
+    raise TimeoutError
+
+
+def throughput(kind: str, transport: str, pairs: int, args: argparse.Namespace) -> tuple[
+    float, float, float, int
+]:  # fmt: skip
+    """One row: every pair set up, then `args.seconds` (or the byte cap) of sending."""
+    proc, port, ws_url = start(kind)
+    ctx = multiprocessing.get_context("fork")
+    workers = []
+    try:
+        if transport == "ws":
             assert ws_url is not None
-            jobs = [ws_pair(ws_url, size, payload) for _ in range(pairs)]
-        moved = sum(await asyncio.wait_for(asyncio.gather(*jobs), ROW_TIMEOUT))
+            port = int(ws_url.split(":")[2].split("/")[0])
+        path = "/" + ws_url.split("/", 3)[3] if ws_url else "/"
+        tokens = [os.urandom(32).hex() for _ in range(pairs)]
+        n = min(args.workers, 2 * pairs)
+        for w in range(n):
+            job = transit_load.Job(w, n, transport, port, path, tokens,
+                                   int(args.row_bytes / pairs), args.ws_frame)  # fmt: skip
+            mine, theirs = ctx.Pipe()
+            child = ctx.Process(target=transit_load.work, args=(job, theirs), daemon=True)
+            child.start()
+            workers.append((child, mine))
+        if any(answer(pipe, 60) != "ready" for _, pipe in workers):
+            raise TimeoutError
+        cpu, began = proc.cpu(), time.monotonic()
+        for _, pipe in workers:
+            pipe.send(began + args.seconds)
+        sent = moved = 0
+        load_cpu = 0.0
+        for _, pipe in workers:
+            s, r, c = answer(pipe, began + args.seconds + ROW_TIMEOUT - time.monotonic())
+            sent, moved, load_cpu = sent + s, moved + r, load_cpu + c
         seconds, used = time.monotonic() - began, proc.cpu() - cpu
     finally:
+        for child, _ in workers:
+            if child.is_alive():
+                child.kill()
+            child.join()
         proc.stop()
-    lost = pairs * (size // len(payload)) * len(payload) - moved
     gb = moved / 1e9
-    return moved / 1e6 / seconds, used / gb if gb else 0.0, lost
+    return (
+        moved / 1e6 / seconds,
+        used / gb if gb else 0.0,
+        load_cpu / gb if gb else 0.0,
+        sent - moved,
+    )
 
 
 async def memory(kind: str) -> tuple[float, float]:
@@ -323,35 +251,37 @@ async def memory(kind: str) -> tuple[float, float]:
     return waiting, active
 
 
-async def measure_rates(scale: float) -> Rates:
-    print("| relay | transport | pairs | MB/s | relay CPU s/GB | bytes lost |")
-    print("|---|---|---|---|---|---|")
+def measure_rates(args: argparse.Namespace) -> Rates:
+    print(
+        f"{args.seconds:g} s or {args.row_bytes / 1e9:g} GB per row, whichever first; "
+        f"{args.workers} load processes; WebSocket frames of {args.ws_frame} bytes; relays "
+        + ("as a service user without CAP_SYS_RESOURCE\n" if as_service() else "as this user\n")
+    )
+    print("| relay | transport | pairs | MB/s | relay CPU s/GB | load CPU s/GB | bytes lost |")
+    print("|---|---|---|---|---|---|---|")
     rates: Rates = {}
-    for transport, kinds, one, many in (
-        ("tcp", TCP_KINDS, 300e6, 4e6),
-        ("ws", WS_KINDS, 60e6, 1e6),
-    ):
+    for transport, kinds in (("tcp", TCP_KINDS), ("ws", WS_KINDS)):
         for kind in kinds:
-            for pairs, size in ((1, one), (100, many)):
+            if kind not in args.relays:
+                continue
+            for pairs in (1, 100):
                 try:
-                    row = rates[kind, transport, pairs] = await throughput(
-                        kind, transport, pairs, int(size * scale)
-                    )
+                    row = rates[kind, transport, pairs] = throughput(kind, transport, pairs, args)
                 except TimeoutError:
                     rates[kind, transport, pairs] = None
-                    print(f"| {kind} | {transport} | {pairs} | (no end in {ROW_TIMEOUT} s) | | |")
+                    print(f"| {kind} | {transport} | {pairs} | (no end in time) | | | |")
                     continue
-                mbps, cpu_per_gb, lost = row
-                figures = f"{mbps:,.0f} | {cpu_per_gb:.2f} | {lost}"
+                mbps, cpu_per_gb, load_per_gb, lost = row
+                figures = f"{mbps:,.0f} | {cpu_per_gb:.3f} | {load_per_gb:.3f} | {lost}"
                 print(f"| {kind} | {transport} | {pairs} | {figures} |", flush=True)
     return rates
 
 
-async def measure_memory() -> Memory:
+async def measure_memory(relays: list[str]) -> Memory:
     print("\n| relay | RSS per waiting connection | RSS per active connection |")
     print("|---|---|---|")
     sizes: Memory = {}
-    for kind in TCP_KINDS:
+    for kind in [k for k in TCP_KINDS if k in relays]:
         waiting, active = sizes[kind] = await memory(kind)
         print(f"| {kind} | {waiting / 1024:.1f} KiB | {active / 1024:.1f} KiB |", flush=True)
     return sizes
@@ -386,7 +316,8 @@ def ratio_rows(rates: Rates, sizes: Memory) -> list[RatioRow]:
     for transport in ("tcp", "ws"):
         rows.append((f"{transport} MB/s at 100 pairs", against(transport, 100, 0), (2.0, +1)))
     for i, what in enumerate(("waiting", "active")):
-        cells = [ratio(sizes[k][i], sizes["reference"][i]) for k in TCP_KINDS[1:]]
+        reference = sizes["reference"][i] if "reference" in sizes else None
+        cells = [ratio(sizes[k][i], reference) if k in sizes else None for k in TCP_KINDS[1:]]
         rows.append((f"RSS per {what} connection", cells, None))
     return rows
 
@@ -410,24 +341,25 @@ def print_ratios(rates: Rates, sizes: Memory) -> None:
         print(f"| {name} | {cells} | {wanted} | {verdict(values[-1], target)} |")
 
 
-async def main(args: argparse.Namespace) -> None:
-    rates = await measure_rates(args.scale)
-    sizes = await measure_memory()
+def main(args: argparse.Namespace) -> None:
+    rates = measure_rates(args)
+    sizes = asyncio.run(measure_memory(args.relays))
     print_ratios(rates, sizes)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size")
-    parser.add_argument("--serve", choices=["trivial", "splice", "pigeonhole"])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--ws-port", type=int, default=0)
+    parser.add_argument("--seconds", type=float, default=5.0, help="sending time per row")
+    parser.add_argument("--row-bytes", type=float, default=20e9,
+                        help="bytes per row at most (all pairs together)")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=2, help="load processes")
+    parser.add_argument("--ws-frame", type=int, default=64 * 1024,
+                        help="payload bytes per WebSocket frame the load sends")  # fmt: skip
+    parser.add_argument("--relays", default=",".join(TCP_KINDS), type=lambda text: text.split(","),
+                        help="relays to run (a comma-separated list)")  # fmt: skip
+    parser.add_argument("--as-root", action="store_true",
+                        help="run the relays as root (no per-user pipe limit)")  # fmt: skip
     args = parser.parse_args()
-    if args.serve == "splice":
-        serve_splice(args.port)
-    elif args.serve == "trivial":
-        asyncio.run(serve_trivial(args.port))
-    elif args.serve == "pigeonhole":
-        asyncio.run(serve_pigeonhole(args.port, args.ws_port))
-    else:
-        asyncio.run(main(args))
+    if args.as_root:
+        os.environ["RELAYS_AS_ROOT"] = "1"
+    main(args)

@@ -11,7 +11,7 @@ import time
 import pytest
 from transit_support import Client, Relay, TcpClient, line, side, token
 
-from pigeonhole.transit import Mood, TransitConfig
+from pigeonhole.transit import Mood, TransitConfig, splice
 
 MIB = 1024 * 1024
 KINDS = ["tcp", "ws"]
@@ -128,3 +128,36 @@ async def test_a_slow_receiver_gets_every_byte_after_the_sender_left(
         await sending
         assert len(got) == len(data) and got == data
         assert time.monotonic() - started > 1.0  # twice close_timeout at least
+
+
+class PeakPages(splice.PipePages):
+    """The pump's page account, remembering its highest count."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__(limit)
+        self.peak = 0
+
+    def take(self, pages: int, needed: bool = False) -> bool:
+        granted = super().take(pages, needed)
+        self.peak = max(self.peak, self.used)
+        return granted
+
+
+@pytest.mark.parametrize("limit", [None, 48], ids=["no-limit", "tight-limit"])
+async def test_splice_pipes_grow_within_the_page_account_and_give_it_back(
+    monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    """A fast TCP pair's pipe grows to the direction's bound (128 pages) when pages are
+    free; under a tight account it grows no further than the account allows; every
+    byte goes either way, and the pages come back when the pair ends."""
+    pages = PeakPages(limit)
+    monkeypatch.setattr(splice, "PIPE_PAGES", pages)
+    async with Relay(TransitConfig()) as relay:
+        await transfer(relay, "tcp", "tcp", 16 * MIB)
+        await relay.settle()
+    first = splice.FIRST_PIPE_BYTES // splice.PAGE
+    if limit is None:  # both pipes at first, one grown to 512 KiB
+        assert pages.peak >= first + 512 * 1024 // splice.PAGE
+    else:
+        assert 2 * first <= pages.peak <= limit
+    assert pages.used == 0

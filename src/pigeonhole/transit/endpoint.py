@@ -11,6 +11,9 @@ class Endpoint(typing.Protocol):
     def write(self, data: bytes) -> None:
         """Queue bytes for the client (a reply line or the partner's bytes)."""
 
+    def write_pieces(self, pieces: list[bytes], size: int) -> None:
+        """Queue several pieces of `size` bytes in all, as `write` would their join."""
+
     def finish(self) -> None:
         """Close once every queued byte has gone; the client sees EOF (or a close frame)."""
 

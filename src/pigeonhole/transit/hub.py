@@ -90,11 +90,26 @@ class Hub:
 
     # -- bytes through Python (a pair with a WebSocket side) -----------------------
 
+    def pieces(self, party: Party, pieces: list[bytes]) -> None:
+        if party.phase is Phase.PAIRED:
+            partner = party.partner
+            assert partner is not None
+            size = sum(map(len, pieces))
+            partner.endpoint.write_pieces(pieces, size)
+            self._relayed(party, partner, size)
+        else:  # the handshake (and perhaps the first bytes after it), piece by piece
+            for piece in pieces:
+                self.data(party, piece)
+
     def _forward(self, party: Party, data: bytes) -> None:
         partner = party.partner
         assert partner is not None
         partner.endpoint.write(data)
-        step = self.core.relayed(party, len(data), time.time())
+        self._relayed(party, partner, len(data))
+
+    def _relayed(self, party: Party, partner: Party, size: int) -> None:
+        """`size` bytes of `party` went to `partner`'s queue: counted, capped, bounded."""
+        step = self.core.relayed(party, size, time.time())
         if step is not None:
             self.run(step)
             return
@@ -103,7 +118,7 @@ class Hub:
         bucket = party.bucket
         if bucket is not None:
             now = time.time()
-            bucket.spend(len(data))
+            bucket.spend(size)
             if bucket.allowance(now) <= 0:
                 party.endpoint.pause_reading()
                 self.loop.call_later(bucket.delay(now), self._unthrottle, party)

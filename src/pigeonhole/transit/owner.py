@@ -13,6 +13,10 @@ class Owner(typing.Protocol):
     def data(self, party: Party, data: bytes) -> None:
         """Bytes from the client."""
 
+    def pieces(self, party: Party, pieces: list[bytes]) -> None:
+        """Several pieces of the client's stream at once, in order (one WebSocket read
+        of several frames): a partner gets them in one write."""
+
     def eof(self, party: Party) -> None:
         """The client ended its side (EOF, reset, a WebSocket close)."""
 

@@ -118,6 +118,10 @@ class TcpEndpoint:
             self._writing = True
             self._loop.add_writer(self.fd, self._on_writable)
 
+    def write_pieces(self, pieces: list[bytes], size: int) -> None:
+        for piece in pieces:
+            self.write(piece)
+
     def _on_writable(self) -> None:
         out = self._out
         while out:
