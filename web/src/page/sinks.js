@@ -41,6 +41,7 @@ export function workerSink(registration, offer, onCancelled) {
   let inFlight = 0;
   let failure = null;
   let started = false;
+  let done = false;
   let wake = null;
   let batch = new Uint8Array(BATCH);
   let filled = 0;
@@ -56,6 +57,7 @@ export function workerSink(registration, offer, onCancelled) {
     const m = event.data;
     if (m.type === "ack") inFlight -= m.bytes;
     else if (m.type === "started") started = true;
+    else if (m.type === "done") done = true;
     else if (m.type === "cancelled") {
       failure = new Error("The download was cancelled in the browser. Ask the sender to send it again.");
       onCancelled();
@@ -102,7 +104,10 @@ export function workerSink(registration, offer, onCancelled) {
       if (failure) throw failure;
       post();
       port.postMessage({ type: "end" });
+      // done: the worker handed the last byte to the browser's download
+      while (!done && !failure) await waitForRoom();
       finish();
+      if (failure) throw failure;
     },
     async abort(reason) {
       port.postMessage({ type: "abort", reason: String(reason && reason.message ? reason.message : reason) });
@@ -112,10 +117,11 @@ export function workerSink(registration, offer, onCancelled) {
 }
 
 function startDownload(url) {
-  // a link to a URL in the worker's scope: the worker answers it as an attachment
+  // a link to a URL in the worker's scope: the worker answers it as an attachment, so the
+  // page stays. (Not `download`: Chromium then fetches it past the worker. Not an iframe:
+  // the Content-Security-Policy allows no frame.)
   const link = document.createElement("a");
   link.href = url;
-  link.download = "";
   link.hidden = true;
   document.body.append(link);
   link.click();

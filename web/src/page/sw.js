@@ -22,10 +22,17 @@ self.addEventListener("message", (event) => {
 function open({ id, name, size }, port) {
   let controller;
   let unacked = 0;
-  const ack = () => {
+  let ended = false;
+  const settle = () => {
     if (unacked > 0 && controller.desiredSize > 0) {
       port.postMessage({ type: "ack", bytes: unacked });
       unacked = 0;
+    }
+    if (ended && controller.desiredSize >= HIGH_WATER) {
+      // everything was handed to the browser's download: the page may say "done"
+      ended = false;
+      controller.close();
+      port.postMessage({ type: "done" });
     }
   };
   const stream = new ReadableStream(
@@ -34,13 +41,12 @@ function open({ id, name, size }, port) {
         controller = c;
       },
       pull() {
-        ack();
+        settle();
       },
       cancel() {
         // the person cancelled the download in the browser
         downloads.delete(id);
         port.postMessage({ type: "cancelled" });
-        port.close();
       },
     },
     new ByteLengthQueuingStrategy({ highWaterMark: HIGH_WATER }),
@@ -50,15 +56,14 @@ function open({ id, name, size }, port) {
     if (m.type === "chunk") {
       controller.enqueue(m.data);
       unacked += m.data.byteLength;
-      ack();
     } else if (m.type === "end") {
-      controller.close();
-      port.close();
+      ended = true;
     } else if (m.type === "abort") {
       controller.error(new Error(m.reason || "transfer failed"));
       downloads.delete(id);
-      port.close();
+      return;
     }
+    settle();
   };
   downloads.set(id, { name, size, stream, port });
 }
