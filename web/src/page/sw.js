@@ -1,0 +1,87 @@
+// The page's service worker (scope /web/): streams a received file to disk as it arrives.
+// The page posts {type: "download", id, name, size} with a MessagePort, then feeds the
+// file's bytes through that port; GET /web/download/<id> (the page opens it as a download)
+// is answered with a stream of them. Back-pressure: a chunk is acknowledged only while the
+// stream's queue is below its high-water mark, and the page keeps a bounded number of
+// unacknowledged bytes in flight, so neither side holds more than a few MiB.
+
+const HIGH_WATER = 2 * 1024 * 1024;
+const downloads = new Map();
+
+self.addEventListener("install", () => self.skipWaiting());
+self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
+
+self.addEventListener("message", (event) => {
+  const message = event.data;
+  if (message && message.type === "download" && event.ports[0]) {
+    open(message, event.ports[0]);
+  }
+  // {type: "ping"} only keeps this worker alive during a long transfer
+});
+
+function open({ id, name, size }, port) {
+  let controller;
+  let unacked = 0;
+  const ack = () => {
+    if (unacked > 0 && controller.desiredSize > 0) {
+      port.postMessage({ type: "ack", bytes: unacked });
+      unacked = 0;
+    }
+  };
+  const stream = new ReadableStream(
+    {
+      start(c) {
+        controller = c;
+      },
+      pull() {
+        ack();
+      },
+      cancel() {
+        // the person cancelled the download in the browser
+        downloads.delete(id);
+        port.postMessage({ type: "cancelled" });
+        port.close();
+      },
+    },
+    new ByteLengthQueuingStrategy({ highWaterMark: HIGH_WATER }),
+  );
+  port.onmessage = (event) => {
+    const m = event.data;
+    if (m.type === "chunk") {
+      controller.enqueue(m.data);
+      unacked += m.data.byteLength;
+      ack();
+    } else if (m.type === "end") {
+      controller.close();
+      port.close();
+    } else if (m.type === "abort") {
+      controller.error(new Error(m.reason || "transfer failed"));
+      downloads.delete(id);
+      port.close();
+    }
+  };
+  downloads.set(id, { name, size, stream, port });
+}
+
+function disposition(name) {
+  const ascii = name.replace(/[^\x20-\x7e]|["\\]/g, "_");
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
+}
+
+self.addEventListener("fetch", (event) => {
+  const url = new URL(event.request.url);
+  const match = /^\/web\/download\/([A-Za-z0-9-]+)$/.exec(url.pathname);
+  if (!match || url.origin !== self.location.origin) return;
+  const download = downloads.get(match[1]);
+  if (!download) return; // the server answers 404
+  downloads.delete(match[1]); // one use
+  const headers = {
+    "Content-Type": "application/octet-stream",
+    "Content-Disposition": disposition(download.name),
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+  };
+  if (Number.isSafeInteger(download.size)) headers["Content-Length"] = String(download.size);
+  event.respondWith(new Response(download.stream, { headers }));
+  download.port.postMessage({ type: "started" });
+});
