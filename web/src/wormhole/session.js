@@ -1,0 +1,65 @@
+// What send() and receive() share: checking options, cancelling through an AbortSignal, and
+// closing the mailbox with the right mood whatever happened.
+
+import { WormholeError, cancelled } from "./errors.js";
+import { Wormhole } from "./wormhole.js";
+
+export const APPID = "lothar.com/wormhole/text-or-file-xfer";
+
+export function checkOptions(opts) {
+  if (!opts || typeof opts.mailboxUrl !== "string") {
+    throw new TypeError("mailboxUrl (the ws:// or wss:// address of the mailbox) is required");
+  }
+  const WebSocket = opts.WebSocket ?? globalThis.WebSocket;
+  if (typeof WebSocket !== "function") {
+    throw new TypeError("no WebSocket: pass opts.WebSocket (Node 20: run with --experimental-websocket)");
+  }
+  return { ...opts, WebSocket, appid: opts.appid ?? APPID };
+}
+
+// Runs body(ctx) with a connected Wormhole; ctx.track(closable) registers things to close if
+// cancelled. Resolves with body's result after closing the mailbox with the session's mood.
+export async function withSession(opts, body) {
+  const { signal } = opts;
+  if (signal?.aborted) throw cancelled();
+  const open = new Set();
+  let wormhole = null;
+  let stop = null;
+  const aborted = new Promise((_, reject) => {
+    stop = () => {
+      const err = cancelled();
+      wormhole?.interrupt(err);
+      for (const thing of open) thing.close();
+      reject(err);
+    };
+  });
+  aborted.catch(() => {});
+  signal?.addEventListener("abort", stop, { once: true });
+  const state = (name) => opts.onState?.(name);
+  try {
+    wormhole = await Promise.race([Wormhole.connect(opts), aborted]);
+    if (signal?.aborted) stop();
+    const ctx = {
+      wormhole,
+      state,
+      aborted,
+      track: (thing) => open.add(thing),
+      untrack: (thing) => open.delete(thing),
+    };
+    const result = await Promise.race([body(ctx), aborted]);
+    wormhole.mood = "happy";
+    return result;
+  } catch (err) {
+    if (wormhole && wormhole.mood === "happy") wormhole.mood = "errory";
+    throw toWormholeError(err);
+  } finally {
+    signal?.removeEventListener("abort", stop);
+    for (const thing of open) thing.close();
+    await wormhole?.close();
+  }
+}
+
+function toWormholeError(err) {
+  if (err instanceof WormholeError) return err;
+  return new WormholeError("protocol", `Something unexpected went wrong: ${err?.message ?? err}. Try again.`, { cause: err });
+}

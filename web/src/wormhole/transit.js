@@ -1,0 +1,118 @@
+// Transit (magic-wormhole's transit.md as the CLIs speak it) through a relay reached over a
+// WebSocket: the relay handshake, the sender/receiver handshakes, go, then length-prefixed
+// SecretBox records with a per-direction counter nonce, written big-endian as every client does.
+
+import { equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
+import { WormholeError } from "./errors.js";
+import { deriveKey, open, seal } from "./keys.js";
+import { WsStream } from "./stream.js";
+
+export const relayHandshake = (transitKey, side) =>
+  utf8(`please relay ${toHex(deriveKey(transitKey, "transit_relay_token"))} for side ${side}\n`);
+export const senderHandshake = (transitKey) =>
+  utf8(`transit sender ${toHex(deriveKey(transitKey, "transit_sender"))} ready\n\n`);
+export const receiverHandshake = (transitKey) =>
+  utf8(`transit receiver ${toHex(deriveKey(transitKey, "transit_receiver"))} ready\n\n`);
+
+// The 24-byte nonce of record n: n as a big-endian number (Python writes f"{n:048x}").
+export function recordNonce(n) {
+  const nonce = new Uint8Array(24);
+  new DataView(nonce.buffer).setBigUint64(16, BigInt(n));
+  return nonce;
+}
+
+// Our transit message: we cannot listen (a browser has no TCP), so our only hint is the
+// relay, named both for TCP peers (the CLIs) and for WebSocket peers (other pages).
+export function transitMessage({ transitUrl, tcpRelay }) {
+  const hints = [];
+  if (tcpRelay) hints.push({ type: "direct-tcp-v1", hostname: tcpRelay.host, port: tcpRelay.port, priority: 0.0 });
+  hints.push({ type: "websocket-v1", url: transitUrl, priority: 0.0 });
+  return {
+    "abilities-v1": [{ type: "relay-v1" }],
+    "hints-v1": [{ type: "relay-v1", hints }],
+  };
+}
+
+export class RecordPipe {
+  constructor(stream, sendKey, receiveKey) {
+    this.stream = stream;
+    this.sendKey = sendKey;
+    this.receiveKey = receiveKey;
+    this.sent = 0;
+    this.received = 0;
+  }
+
+  async send(plaintext) {
+    const box = seal(this.sendKey, plaintext, recordNonce(this.sent++));
+    const frame = new Uint8Array(4 + box.length);
+    new DataView(frame.buffer).setUint32(0, box.length);
+    frame.set(box, 4);
+    await this.stream.write(frame);
+  }
+
+  async receive() {
+    const length = new DataView((await this.stream.read(4)).buffer).getUint32(0);
+    if (length < 24 + 16) throw new WormholeError("transit", "The other side sent a broken transit record.");
+    const box = await this.stream.read(length);
+    if (!equal(box.subarray(0, 24), recordNonce(this.received))) {
+      throw new WormholeError("transit", `The other side's transit record ${this.received} came out of order; the transfer was stopped.`);
+    }
+    this.received++;
+    try {
+      return open(this.receiveKey, box);
+    } catch {
+      throw new WormholeError("transit", "A transit record did not decrypt: the data was damaged on the way. Try again.");
+    }
+  }
+
+  close() {
+    this.stream.close();
+  }
+}
+
+async function expect(stream, wanted, what) {
+  const got = await stream.read(wanted.length).catch((err) => {
+    if (err.kind === "transit") {
+      throw new WormholeError("transit", `${what} closed the connection during the handshake. Try again with a new code.`);
+    }
+    throw err;
+  });
+  if (!equal(got, wanted)) {
+    let text = "";
+    try {
+      text = fromUtf8(got).trim();
+    } catch {
+      text = "binary data";
+    }
+    throw new WormholeError("transit", `${what} answered "${text.slice(0, 60)}" instead of the expected handshake.`);
+  }
+}
+
+// Connect to the relay as `role` ("sender" or "receiver") and return a RecordPipe once the
+// peer has met us there. Data flows only after the sender's "go".
+export async function connectThroughRelay({ url, WebSocket, transitKey, role }) {
+  const what = `the transit relay at ${url}`;
+  const stream = await WsStream.open(url, WebSocket, what);
+  try {
+    await stream.write(relayHandshake(transitKey, toHex(randomBytes(8))));
+    await expect(stream, utf8("ok\n"), "The transit relay");
+    const ours = role === "sender" ? senderHandshake(transitKey) : receiverHandshake(transitKey);
+    const theirs = role === "sender" ? receiverHandshake(transitKey) : senderHandshake(transitKey);
+    await stream.write(ours);
+    await expect(stream, theirs, "The other side");
+    if (role === "sender") {
+      await stream.write(utf8("go\n"));
+    } else {
+      await expect(stream, utf8("go\n"), "The other side");
+    }
+    const senderKey = deriveKey(transitKey, "transit_record_sender_key");
+    const receiverKey = deriveKey(transitKey, "transit_record_receiver_key");
+    return role === "sender"
+      ? new RecordPipe(stream, senderKey, receiverKey)
+      : new RecordPipe(stream, receiverKey, senderKey);
+  } catch (err) {
+    stream.close();
+    throw err;
+  }
+}
+
