@@ -67,6 +67,8 @@ function say(text) {
 }
 
 function clearTransfer() {
+  // on a phone the transfer box is below the fold: bring it into view as a transfer starts
+  ui.transfer.scrollIntoView({ block: "nearest" });
   ui.codeBox.hidden = true;
   ui.code.textContent = "";
   ui.offer.hidden = true;
@@ -144,6 +146,7 @@ function askOffer(offer) {
       ? `The folder ${offer.name.replace(/\.zip$/, "")} (${offer.numFiles} files, ${bytes(offer.numBytes)}), ` +
         `as a zip file ${offer.name} of ${bytes(offer.size)}`
       : `The file ${offer.name} (${bytes(offer.size)})`;
+  ui.status.textContent = "The sender is offering something.";
   ui.offerText.textContent = `${what} is offered. Save it?`;
   ui.offer.hidden = false;
   ui.accept.hidden = false;
