@@ -8,13 +8,16 @@ work. Transfers with the CLIs are tests/web/test_web_e2e_*."""
 from __future__ import annotations
 
 import re
+import ssl
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
-from process_support import ServeProcess
+from process_support import PIGEONHOLE, ServeProcess, Service, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -292,3 +295,95 @@ def test_web_page_decline_and_progress_between_two_pages(
     finally:
         sending.close()
         receiving.close()
+
+
+def send_file_between(sender: Watched, receiver: Watched, source: Path, saved: Path) -> None:
+    """`source` from one page to the other, saved at `saved`."""
+    sender.by("send-file").set_input_files(str(source))
+    sender.by("send-button").click()
+    receiver.by("receive-code").fill(sender.wait_code())
+    receiver.by("receive-button").click()
+    with receiver.page.expect_download() as download:
+        receiver.by("accept-button").click()
+    receiver.wait_state("done")
+    sender.wait_state("done")
+    download.value.save_as(saved)
+
+
+def test_web_page_without_a_service_worker_keeps_the_file_in_memory_and_says_so(
+    browser: Any, page_server: ServeProcess, tmp_path: Path
+) -> None:
+    source = tmp_path / "small.bin"
+    source.write_bytes(bytes(range(256)) * 1024)
+    sending, sender = open_page(browser, page_server)
+    receiving, receiver = open_page(browser, page_server, service_workers="block")
+    try:
+        send_file_between(sender, receiver, source, tmp_path / "saved.bin")
+        assert (tmp_path / "saved.bin").read_bytes() == source.read_bytes()
+        notice = receiver.page.locator("#notice").inner_text()
+        assert "held in memory" in notice and "service worker" in notice, notice
+        blocked = "console warning: Service Worker registration blocked by Playwright"
+        assert sender.clean() == [] and [p for p in receiver.clean() if p != blocked] == []
+    finally:
+        sending.close()
+        receiving.close()
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """`pigeonhole serve --tls-cert`: the page at https://, the mailbox at wss://."""
+    where = tmp_path_factory.mktemp("web-tls")
+    cert = trustme.CA().issue_cert("127.0.0.1")
+    cert_path, key_path = where / "cert.pem", where / "key.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    port = free_port()
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/", context=unverified) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    argv = [*PIGEONHOLE, "serve", "--port", str(port), "--data-dir", str(where / "data")]
+    argv += ["--admin-port", "0", "--transit-port", "0"]
+    argv += ["--tls-cert", str(cert_path), "--tls-key", str(key_path)]
+    with Service(argv, where / "serve.log", answers) as running:
+        running.port = port  # type: ignore[attr-defined]
+        yield running
+
+
+def test_web_page_over_https_uses_wss(browser: Any, tls_server: Service, tmp_path: Path) -> None:
+    """Served with TLS, the page reaches the mailbox and the relay by wss:// only."""
+    url = f"https://127.0.0.1:{tls_server.port}"  # type: ignore[attr-defined]
+    contexts, tabs, sockets = [], [], []
+    for _ in range(2):
+        context = browser.new_context(accept_downloads=True, ignore_https_errors=True)
+        contexts.append(context)
+        tab = Watched(context, url)
+        tab.page.on("websocket", lambda ws: sockets.append(ws.url))
+        tabs.append(tab)
+    sender, receiver = tabs
+    try:
+        sender.by("send-text").fill("over tls")
+        sender.by("send-button").click()
+        receiver.by("receive-code").fill(sender.wait_code())
+        receiver.by("receive-button").click()
+        receiver.wait_state("done")
+        assert receiver.by("received-text").inner_text() == "over tls"
+        source = tmp_path / "tls.bin"
+        source.write_bytes(bytes(range(256)) * 2048)
+        sender.page.get_by_role("button", name="Start over").click()
+        send_file_between(sender, receiver, source, tmp_path / "saved.bin")
+        assert (tmp_path / "saved.bin").read_bytes() == source.read_bytes()
+        port = tls_server.port  # type: ignore[attr-defined]
+        assert f"wss://127.0.0.1:{port}/v1" in sockets
+        assert f"wss://127.0.0.1:{port}/transit" in sockets
+        assert all(s.startswith("wss://") for s in sockets), sockets
+    finally:
+        for context in contexts:
+            context.close()
