@@ -216,6 +216,35 @@ def test_web_page_works_from_the_keyboard(browser: Any, page_server: ServeProces
         context.close()
 
 
+def test_web_page_a_dropped_file_is_the_file_to_send(
+    browser: Any, page_server: ServeProcess
+) -> None:
+    """Dropped anywhere on the page (which stays), it is shown and can be removed again."""
+    context, tab = open_page(browser, page_server)
+    try:
+        page = tab.page
+        dropped = page.evaluate_handle(
+            """() => {
+              const data = new DataTransfer();
+              data.items.add(new File(["hello"], "dropped.txt", {type: "text/plain"}));
+              return data;
+            }"""
+        )
+        page.dispatch_event("h1", "dragover", {"dataTransfer": dropped})
+        page.dispatch_event("h1", "drop", {"dataTransfer": dropped})
+        assert page.url.endswith("/")
+        assert tab.by("send-file").evaluate("i => i.files[0].name") == "dropped.txt"
+        assert "dropped.txt (5 B)" in page.locator("#file-chosen").inner_text()
+        remove = page.get_by_role("button", name="Remove the file")
+        remove.focus()
+        page.keyboard.press("Enter")
+        assert tab.by("send-file").evaluate("i => i.files.length") == 0
+        assert not remove.is_visible()
+        assert tab.clean() == []
+    finally:
+        context.close()
+
+
 def test_web_page_service_worker_registers_under_the_csp(
     browser: Any, page_server: ServeProcess
 ) -> None:
