@@ -194,9 +194,16 @@ class WebPage:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no offer shown in {timeout:g} s: {self.message()!r}")
             self.page.wait_for_timeout(50)
-        with self.page.expect_download(timeout=timeout * 1000) as download:
-            accept.click()
-        return download.value
+        started: list[Any] = []
+        self.page.once("download", lambda d: started.append(d))
+        accept.click()
+        while not started:  # the download starts once the first bytes are decrypted
+            if self.state() == "failed":
+                raise PageFailed(f"the page failed before the download: {self.message()!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no download started in {timeout:g} s: {self.message()!r}")
+            self.page.wait_for_timeout(50)
+        return started[0]
 
     def receive_file(self, code: str, into: Path, timeout: float = 120.0) -> Path:
         """Enter `code`, accept the offer, wait for `done`: the downloaded file, moved into
