@@ -84,13 +84,16 @@ class Site:
 
 
 def load_assets(directory: Path = ASSETS) -> dict[str, Asset]:
-    """The files directly in `directory` with a known suffix, by name ({} when not built)."""
+    """The plain files directly in `directory` with a known suffix, by name ({}: not built).
+
+    Nothing else is reachable: no subdirectory, no symbolic link, no hidden file."""
     found: dict[str, Asset] = {}
     if not directory.is_dir():
         return found
     for path in sorted(directory.iterdir()):
         kind = TYPES.get(path.suffix)
-        if kind is None or not path.is_file() or not _NAME.fullmatch(path.name):
+        plain = path.is_file() and not path.is_symlink()
+        if kind is None or not plain or not _NAME.fullmatch(path.name):
             continue
         body = path.read_bytes()
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'

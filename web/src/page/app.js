@@ -12,6 +12,7 @@ const ui = {
   sendFile: $("send-file"),
   drop: $("drop"),
   fileChosen: $("file-chosen"),
+  clearFile: $("clear-file"),
   sendButton: $("send-button"),
   receiveCode: $("receive-code"),
   words: $("code-words"),
@@ -34,13 +35,22 @@ const ui = {
   reset: $("reset-button"),
 };
 
-let droppedFile = null;
 let running = null; // the AbortController of the transfer in progress
-let worker = null; // {registration, why}
+// the service worker that streams downloads, registered at once so it is ready: {registration, why}
+const worker = registerWorker();
+
+class PageError extends Error {}
 
 async function endpoints() {
-  const response = await fetch("/web/config.json", { cache: "no-cache" });
-  if (!response.ok) throw new Error(`the server's page settings did not load (HTTP ${response.status})`);
+  let response;
+  try {
+    response = await fetch("/web/config.json", { cache: "no-cache" });
+  } catch {
+    throw new PageError("The server did not answer. Check your connection, then try again.");
+  }
+  if (!response.ok) {
+    throw new PageError(`The server refused this page's settings (HTTP ${response.status}). Reload the page; if it goes on, tell the server's operator.`);
+  }
   const config = await response.json();
   const ws = location.protocol === "https:" ? "wss:" : "ws:";
   return {
@@ -67,6 +77,8 @@ function say(text) {
 }
 
 function clearTransfer() {
+  // on a phone the transfer box is below the fold: bring it into view as a transfer starts
+  ui.transfer.scrollIntoView({ block: "nearest" });
   ui.codeBox.hidden = true;
   ui.code.textContent = "";
   ui.offer.hidden = true;
@@ -92,6 +104,7 @@ function progressReporter() {
 }
 
 function failed(error) {
+  if (error instanceof PageError) return setState("failed", error.message);
   if (error instanceof WormholeError || (error && error.name === "WormholeError")) {
     if (error.kind === "cancelled") return setState("failed", "Cancelled. Nothing more will be sent or received.");
     return setState("failed", error.message);
@@ -107,7 +120,7 @@ function onState(state) {
 
 async function startSend() {
   const text = ui.sendText.value;
-  const file = droppedFile || ui.sendFile.files[0] || null;
+  const file = ui.sendFile.files[0] || null;
   if (!file && !text) {
     setState("failed", "Nothing to send: type a text or choose a file first.");
     ui.sendText.focus();
@@ -144,6 +157,7 @@ function askOffer(offer) {
       ? `The folder ${offer.name.replace(/\.zip$/, "")} (${offer.numFiles} files, ${bytes(offer.numBytes)}), ` +
         `as a zip file ${offer.name} of ${bytes(offer.size)}`
       : `The file ${offer.name} (${bytes(offer.size)})`;
+  ui.status.textContent = "The sender is offering something.";
   ui.offerText.textContent = `${what} is offered. Save it?`;
   ui.offer.hidden = false;
   ui.accept.hidden = false;
@@ -163,12 +177,12 @@ function askOffer(offer) {
 }
 
 async function openSink(offer) {
-  worker = worker || (await registerWorker());
-  if (worker.registration) {
+  const { registration, why } = await worker;
+  if (registration) {
     say("The file is saved to your downloads as it arrives.");
-    return workerSink(worker.registration, offer, () => running && running.abort());
+    return workerSink(registration, offer, () => running && running.abort());
   }
-  say(`The file is held in memory until it is complete, then saved: ${worker.why}. A file larger than this tab's memory will fail.`);
+  say(`The file is held in memory until it is complete, then saved: ${why}. A file larger than this tab's memory will fail.`);
   return memorySink(offer);
 }
 
@@ -233,9 +247,10 @@ function updateWords() {
 
 // -- wiring
 
-function chooseFile(file) {
-  droppedFile = file;
-  ui.fileChosen.textContent = file ? `File to send: ${file.name} (${bytes(file.size)})` : "";
+function showFile() {
+  const file = ui.sendFile.files[0];
+  ui.fileChosen.textContent = file ? `File to send: ${file.name} (${bytes(file.size)}); the text is not sent.` : "";
+  ui.clearFile.hidden = !file;
 }
 
 ui.sendButton.addEventListener("click", startSend);
@@ -244,17 +259,28 @@ ui.receiveCode.addEventListener("input", updateWords);
 ui.receiveCode.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !ui.receiveButton.disabled) startReceive();
 });
-ui.sendFile.addEventListener("change", () => chooseFile(ui.sendFile.files[0] || null));
-ui.drop.addEventListener("dragover", (event) => {
+ui.sendFile.addEventListener("change", showFile);
+ui.clearFile.addEventListener("click", () => {
+  ui.sendFile.value = "";
+  showFile();
+  ui.sendFile.focus();
+});
+// a file dropped anywhere on the page is the file to send (never opened in place of the page)
+window.addEventListener("dragover", (event) => {
   event.preventDefault();
   ui.drop.classList.add("over");
 });
-ui.drop.addEventListener("dragleave", () => ui.drop.classList.remove("over"));
-ui.drop.addEventListener("drop", (event) => {
+window.addEventListener("dragleave", (event) => {
+  if (!event.relatedTarget) ui.drop.classList.remove("over");
+});
+window.addEventListener("drop", (event) => {
   event.preventDefault();
   ui.drop.classList.remove("over");
-  const file = event.dataTransfer && event.dataTransfer.files[0];
-  if (file) chooseFile(file);
+  const files = event.dataTransfer && event.dataTransfer.files;
+  if (files && files.length) {
+    ui.sendFile.files = files;
+    showFile();
+  }
 });
 ui.cancel.addEventListener("click", () => running && running.abort());
 ui.reset.addEventListener("click", () => {
