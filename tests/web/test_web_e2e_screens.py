@@ -27,11 +27,13 @@ def watch_console(page: WebPage, errors: list[str]) -> None:
     page.page.on("pageerror", lambda e: errors.append(str(e)))
 
 
-def check_layout(page: WebPage, step: str, width: int) -> None:
-    """At `width`, the page is no wider than the viewport, at this step."""
+def check_layout(page: WebPage, step: str, width: int, shots: Path) -> None:
+    """At `width`, the page is no wider than the viewport, at this step; a screenshot of it
+    is kept in `shots` (the test's directory), to look at."""
     page.page.set_viewport_size({**PHONE, "width": width} if width < 500 else DESKTOP)
     wide = page.page.evaluate("document.documentElement.scrollWidth")
     assert wide <= width, f"{step}: the page is {wide} px wide at {width} px"
+    page.page.screenshot(path=str(shots / f"{step.replace(' ', '-')}-{width}.png"), full_page=True)
 
 
 def shoot(page: WebPage, name: str, tmp_path: Path) -> None:
@@ -52,25 +54,25 @@ def test_web_e2e_screens(browser: Any, base_url: str, tmp_path: Path) -> None:
         receiver = WebPage.open(receiving_ctx, base_url)
         for page in (sender, receiver):
             watch_console(page, errors)
-            check_layout(page, "idle", PHONE["width"])
-            check_layout(page, "idle", DESKTOP["width"])
+            check_layout(page, "idle", PHONE["width"], tmp_path)
+            check_layout(page, "idle", DESKTOP["width"], tmp_path)
         source = random_file(tmp_path / "source", 3 * MIB, name="holiday-photos.zip")
 
         code = sender.send_file(source)
-        check_layout(sender, "code shown", PHONE["width"])
+        check_layout(sender, "code shown", PHONE["width"], tmp_path)
         shoot(sender, "web-send.png", tmp_path)
 
         receiver.by_id("receive-code").fill(code)
         receiver.by_id("receive-button").click()
         receiver.by_id("accept-button").wait_for(state="visible", timeout=30_000)
-        check_layout(receiver, "offer shown", PHONE["width"])
+        check_layout(receiver, "offer shown", PHONE["width"], tmp_path)
         shoot(receiver, "web-receive.png", tmp_path)
 
         with receiver.page.expect_download() as info:
             receiver.by_id("accept-button").click()
         receiver.wait_state("done", timeout=60)
         sender.wait_state("done", timeout=30)
-        check_layout(receiver, "done", PHONE["width"])
+        check_layout(receiver, "done", PHONE["width"], tmp_path)
         shoot(receiver, "web-done.png", tmp_path)
         got = info.value.path()
         assert sha256_file(Path(got)) == sha256_file(source)
