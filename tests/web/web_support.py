@@ -194,9 +194,16 @@ class WebPage:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no offer shown in {timeout:g} s: {self.message()!r}")
             self.page.wait_for_timeout(50)
-        with self.page.expect_download(timeout=timeout * 1000) as download:
-            accept.click()
-        return download.value
+        started: list[Any] = []
+        self.page.once("download", lambda d: started.append(d))
+        accept.click()
+        while not started:  # the download starts once the first bytes are decrypted
+            if self.state() == "failed":
+                raise PageFailed(f"the page failed before the download: {self.message()!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no download started in {timeout:g} s: {self.message()!r}")
+            self.page.wait_for_timeout(50)
+        return started[0]
 
     def receive_file(self, code: str, into: Path, timeout: float = 120.0) -> Path:
         """Enter `code`, accept the offer, wait for `done`: the downloaded file, moved into
@@ -314,25 +321,32 @@ class CliRun:
 
 @dataclass
 class HeapPeak:
-    """The largest `Runtime.getHeapUsage` seen per target: used JS heap and backing store
-    (the bytes of ArrayBuffers), and their sum."""
+    """What `HeapProbe` saw: per sample, the sum over targets of used JS heap plus backing
+    store (the bytes of ArrayBuffers, garbage not yet collected included); every
+    `collect_every`-th sample also after a forced collection (what the page really holds)."""
 
     samples: int = 0
     peak_total: int = 0
     peak_by_target: dict[str, int] = field(default_factory=dict)
     last: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: every sample's sum over targets, in order
+    series: list[int] = field(default_factory=list)
+    #: the sums right after a forced garbage collection, in order
+    held: list[int] = field(default_factory=list)
 
 
 class HeapProbe:
-    """Samples every page, service worker and worker target through Chromium's DevTools
-    port (a second DevTools client beside Playwright's; targets come and go)."""
+    """Samples every page, service worker and worker target of `origin` through Chromium's
+    DevTools port (a second DevTools client beside Playwright's; targets come and go)."""
 
     TYPES = ("page", "service_worker", "worker", "shared_worker")
 
-    def __init__(self, debug_port: int, origin: str) -> None:
+    def __init__(self, debug_port: int, origin: str, collect_every: int = 8) -> None:
         self.debug_port = debug_port
         self.origin = origin
+        self.collect_every = collect_every
         self._sockets: dict[str, Any] = {}
+        self._stack = contextlib.ExitStack()
         self._ids = iter(range(1, 1 << 30))
         self.peak = HeapPeak()
 
@@ -353,34 +367,49 @@ class HeapProbe:
         key = str(target["id"])
         sock = self._sockets.get(key)
         if sock is None:
-            sock = self._sockets[key] = connect(
-                target["webSocketDebuggerUrl"], max_size=None, open_timeout=5
-            )
+            opened = connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=5)
+            sock = self._sockets[key] = self._stack.enter_context(opened)
         call_id = next(self._ids)
         sock.send(json.dumps({"id": call_id, "method": method}))
         while True:
-            reply = json.loads(sock.recv(timeout=5))
+            reply = json.loads(sock.recv(timeout=10))
             if reply.get("id") == call_id:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return dict(reply["result"])
 
+    def _usage(self, target: dict[str, Any], collect: bool) -> dict[str, int] | None:
+        try:
+            if collect:
+                self._call(target, "HeapProfiler.collectGarbage")
+            usage = self._call(target, "Runtime.getHeapUsage")
+        except (OSError, RuntimeError, TimeoutError):
+            # a target that just went away (a finished download's worker, say)
+            self._sockets.pop(str(target["id"]), None)
+            return None
+        return {k: int(v) for k, v in usage.items()}
+
     def sample(self) -> int:
-        """One sample of every target; the sum over targets (bytes)."""
+        """One sample of every target (and, every `collect_every`-th, one more after a
+        forced collection); the first sum over targets (bytes)."""
+        targets = self._targets()
         total = 0
-        for target in self._targets():
+        for target in targets:
             label = f"{target['type']} {target['url']}"
-            try:
-                usage = self._call(target, "Runtime.getHeapUsage")
-            except (OSError, RuntimeError, TimeoutError):
-                # a target that just went away (a finished download's worker, say)
-                self._sockets.pop(str(target["id"]), None)
+            usage = self._usage(target, collect=False)
+            if usage is None:
                 continue
-            used = int(usage.get("usedSize", 0)) + int(usage.get("backingStorageSize", 0))
-            self.peak.last[label] = {k: int(v) for k, v in usage.items()}
+            used = usage.get("usedSize", 0) + usage.get("backingStorageSize", 0)
+            self.peak.last[label] = usage
             self.peak.peak_by_target[label] = max(self.peak.peak_by_target.get(label, 0), used)
             total += used
+        if self.peak.samples % self.collect_every == 0:
+            held = [self._usage(t, collect=True) for t in targets]
+            self.peak.held.append(
+                sum(u.get("usedSize", 0) + u.get("backingStorageSize", 0) for u in held if u)
+            )
         self.peak.samples += 1
+        self.peak.series.append(total)
         self.peak.peak_total = max(self.peak.peak_total, total)
         return total
 
@@ -396,10 +425,9 @@ class HeapProbe:
         return self.peak
 
     def close(self) -> None:
-        for sock in self._sockets.values():
-            with contextlib.suppress(Exception):
-                sock.close()
         self._sockets.clear()
+        with contextlib.suppress(Exception):
+            self._stack.close()
 
 
 @contextlib.contextmanager

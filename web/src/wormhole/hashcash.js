@@ -56,6 +56,9 @@ function stampSearch(resource, bits, when) {
   if (!Number.isInteger(bits) || bits < 0 || bits > 40) {
     throw new RangeError(`hashcash bits must be a whole number from 0 to 40, not ${bits}`);
   }
+  if (String(resource).includes(":")) {
+    throw new RangeError("a hashcash resource cannot contain ':' (the stamp's field separator)");
+  }
   const prefix = `1:${bits}:${stampDate(when)}:${resource}::${toHex(randomBytes(8))}:`;
   const base = sha1.create().update(utf8(prefix));
   let counter = 0;

@@ -41,15 +41,15 @@ export async function receive(options) {
         WebSocket: opts.WebSocket,
         transitKey: wormhole.transitKey,
         role: "receiver",
+        track,
       });
-      track(pipe);
       await receiveInto(pipe, sink, offer.size, opts.onProgress);
     } catch (err) {
       await sink.abort(err).catch(() => {});
       throw err;
     } finally {
       if (pipe) {
-        untrack(pipe);
+        untrack(pipe.stream);
         await pipe.stream.drain(5000);
         pipe.close();
       }

@@ -89,10 +89,11 @@ async function expect(stream, wanted, what) {
 }
 
 // Connect to the relay as `role` ("sender" or "receiver") and return a RecordPipe once the
-// peer has met us there. Data flows only after the sender's "go".
-export async function connectThroughRelay({ url, WebSocket, transitKey, role }) {
+// peer has met us there. Data flows only after the sender's "go". `track(closable)` gets
+// the socket at once, so the caller can close it while we still wait for the peer.
+export async function connectThroughRelay({ url, WebSocket, transitKey, role, track }) {
   const what = `the transit relay at ${url}`;
-  const stream = await WsStream.open(url, WebSocket, what);
+  const stream = await WsStream.open(url, WebSocket, what, track);
   try {
     await stream.write(relayHandshake(transitKey, toHex(randomBytes(8))));
     await expect(stream, utf8("ok\n"), "The transit relay");
