@@ -416,3 +416,41 @@ def test_web_page_over_https_uses_wss(browser: Any, tls_server: Service, tmp_pat
     finally:
         for context in contexts:
             context.close()
+
+
+def test_web_page_mints_hashcash_when_the_server_requires_it(browser: Any, tmp_path: Path) -> None:
+    """A server that offers only hashcash: both pages mint their stamps and exchange a text."""
+    with ServeProcess(
+        tmp_path / "serve.log",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--admin-port",
+        "0",
+        "--transit-port",
+        "0",
+        "--permissions",
+        "hashcash",
+        "--hashcash-bits",
+        "16",
+        "--public-metrics",
+    ) as server:
+        sending, sender = open_page(browser, server)
+        receiving, receiver = open_page(browser, server)
+        try:
+            sender.by("send-text").fill("paid for")
+            sender.by("send-button").click()
+            receiver.by("receive-code").fill(sender.wait_code())
+            receiver.by("receive-button").click()
+            receiver.wait_state("done")
+            sender.wait_state("done")
+            assert receiver.by("received-text").inner_text() == "paid for"
+            assert sender.clean() == [] and receiver.clean() == []
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with direct.open(f"http://127.0.0.1:{server.port}/metrics") as answer:
+                metrics = answer.read().decode()
+            # both pages' stamps were checked and granted; none refused
+            assert re.search(r'permission_outcomes_total\{outcome="granted"\} [2-9]', metrics)
+            assert 'outcome="refused"} 0' in metrics or 'outcome="refused"' not in metrics
+        finally:
+            sending.close()
+            receiving.close()
