@@ -371,9 +371,13 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     unverified.check_hostname = False
     unverified.verify_mode = ssl.CERT_NONE
 
+    direct = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=unverified)
+    )
+
     def answers() -> bool:
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}/", context=unverified) as r:
+            with direct.open(f"https://127.0.0.1:{port}/", timeout=2) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
