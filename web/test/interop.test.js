@@ -7,8 +7,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { python } from "./support/python.js";
-import { startCli, startPeer, startServer } from "./support/servers.js";
+import { python } from "../testing/python.js";
+import { startCli, startPeer, startServer } from "../testing/servers.js";
 
 const sha256 = (path) => createHash("sha256").update(readFileSync(path)).digest("hex");
 const TIMEOUT = { timeout: 180_000 };

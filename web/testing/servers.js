@@ -108,7 +108,7 @@ print(json.dumps([r for (r,) in db.execute("select result from mailboxes order b
 
 // The JS client as a process (Node 20 needs --experimental-websocket for its WebSocket).
 export function startPeer(args) {
-  const child = spawn(process.execPath, ["--experimental-websocket", join(WEB_DIR, "test/support/peer.mjs"), JSON.stringify(args)], {
+  const child = spawn(process.execPath, ["--experimental-websocket", join(WEB_DIR, "testing/peer.mjs"), JSON.stringify(args)], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   const proc = watch(child);

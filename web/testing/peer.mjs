@@ -7,7 +7,7 @@
 import { openAsBlob } from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { receive, send } from "../../src/wormhole/index.js";
+import { receive, send } from "../src/wormhole/index.js";
 
 const say = (event) => process.stdout.write(JSON.stringify(event) + "\n");
 const args = JSON.parse(process.argv[2]);
