@@ -190,6 +190,16 @@ print(json.dumps(sorted(z.namelist())))`, join(out, "photos.zip"));
     if (cliExit === "still running") await cli.stop();
     assert.notEqual(cliExit, "still running", "the CLI sender noticed the receiver left");
   });
+
+  test("cancelling while waiting for the peer: cancelled, the mailbox closes lonely", TIMEOUT, async () => {
+    const before = server.mailboxResults().length;
+    const peer = startPeer(peerArgs({ mode: "send", text: "nobody came", cancelOnCode: true }));
+    const js = await peer.outcome();
+    assert.equal(js.kind, "cancelled", JSON.stringify(js));
+    assert.match(js.message, /cancelled/);
+    assert.equal((await peer.exited).code, 1);
+    assert.deepEqual(await resultsAfter(before, 1), ["lonely"]);
+  });
 });
 
 describe("JS client <-> JS client", () => {
