@@ -191,6 +191,16 @@ print(json.dumps(sorted(z.namelist())))`, join(out, "photos.zip"));
     assert.notEqual(cliExit, "still running", "the CLI sender noticed the receiver left");
   });
 
+  test("cancelling while an offer is shown: the CLI sender is told and exits", TIMEOUT, async () => {
+    const srcDir = dir("c2");
+    writeFileSync(join(srcDir, "offered.bin"), randomBytes(1000));
+    const { cli, code } = await cliSendCode(["offered.bin"], srcDir);
+    const js = await startPeer(peerArgs({ mode: "receive", code, outDir: dir("c2-out"), cancelOnOffer: true })).outcome();
+    assert.equal(js.kind, "cancelled", JSON.stringify(js));
+    assert.notEqual((await cli.exited).code, 0);
+    assert.match(cli.seen.stderr, /transfer cancelled/);
+  });
+
   test("cancelling while waiting for the peer: cancelled, the mailbox closes lonely", TIMEOUT, async () => {
     const before = server.mailboxResults().length;
     const peer = startPeer(peerArgs({ mode: "send", text: "nobody came", cancelOnCode: true }));

@@ -28,6 +28,8 @@ export async function withSession(opts, body) {
   const aborted = new Promise((_, reject) => {
     stop = () => {
       const err = cancelled();
+      // a peer that is already here is told, so it stops waiting too (the CLI exits)
+      if (wormhole?.key && wormhole.mood !== "happy") wormhole.send({ error: "transfer cancelled" });
       wormhole?.interrupt(err);
       for (const thing of open) thing.close();
       reject(err);
