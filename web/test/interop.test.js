@@ -201,6 +201,19 @@ print(json.dumps(sorted(z.namelist())))`, join(out, "photos.zip"));
     assert.match(cli.seen.stderr, /transfer cancelled/);
   });
 
+  test("a failing sink stops the transfer with a message saying so; the CLI sender exits", TIMEOUT, async () => {
+    const srcDir = dir("s1");
+    writeFileSync(join(srcDir, "disk.bin"), randomBytes(4 * 1024 * 1024));
+    const { cli, code } = await cliSendCode(["disk.bin"], srcDir);
+    const js = await startPeer(peerArgs({ mode: "receive", code, outDir: dir("s1-out"), failSinkAfterBytes: 1024 * 1024 })).outcome();
+    assert.equal(js.kind, "cancelled", JSON.stringify(js));
+    assert.match(js.message, /Saving the file failed \(no space left on the test's pretend disk\)/);
+    const cliExit = await Promise.race([cli.exited, new Promise((r) => setTimeout(() => r("still running"), 60_000))]);
+    if (cliExit === "still running") await cli.stop();
+    assert.notEqual(cliExit, "still running");
+    assert.notEqual(cliExit.code, 0);
+  });
+
   test("cancelling while waiting for the peer: cancelled, the mailbox closes lonely", TIMEOUT, async () => {
     const before = server.mailboxResults().length;
     const peer = startPeer(peerArgs({ mode: "send", text: "nobody came", cancelOnCode: true }));

@@ -3,7 +3,7 @@
 // argument says what to do; one JSON line per event goes to stdout.
 //   {"mode": "send", mailboxUrl, transitUrl, tcpRelay, text | filePath, cancelOnCode?}
 //   {"mode": "receive", mailboxUrl, transitUrl, tcpRelay, code, outDir, accept, cancelAfterBytes?,
-//    cancelOnOffer?}
+//    cancelOnOffer?, failSinkAfterBytes?}
 
 import { openAsBlob } from "node:fs";
 import { open } from "node:fs/promises";
@@ -61,8 +61,13 @@ try {
       },
       openSink: async (offer) => {
         const handle = await open(join(args.outDir, offer.name), "w");
+        let written = 0;
         return {
           write: async (bytes) => {
+            written += bytes.length;
+            if (args.failSinkAfterBytes !== undefined && written > args.failSinkAfterBytes) {
+              throw new Error("no space left on the test's pretend disk");
+            }
             await handle.write(bytes);
           },
           close: () => handle.close(),
