@@ -125,7 +125,9 @@ class WebPage:
         self._site = site
         self._assets = assets
         self.available = "index.html" in assets
-        if not self.available:
+        if self.available:
+            log.info("browser page served at / (to browsers) and %s", PREFIX)
+        else:
             log.warning(
                 "web page not built (no %s/index.html): / answers %r; run scripts/setup",
                 ASSETS,

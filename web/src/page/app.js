@@ -57,7 +57,10 @@ async function endpoints() {
     appid: config.appid,
     mailboxUrl: `${ws}//${location.host}${config.mailbox}`,
     transitUrl: config.transit ? `${ws}//${location.host}${config.transit}` : null,
-    tcpRelay: config.transit_tcp_port ? { host: location.hostname, port: config.transit_tcp_port } : null,
+    // the TCP relay for CLI peers: this page's host (an IPv6 literal without its brackets)
+    tcpRelay: config.transit_tcp_port
+      ? { host: location.hostname.replace(/^\[(.*)\]$/, "$1"), port: config.transit_tcp_port }
+      : null,
   };
 }
 
@@ -164,7 +167,10 @@ function askOffer(offer) {
   ui.decline.hidden = false;
   ui.accept.focus();
   return new Promise((resolve) => {
+    let answered = false;
     const answer = (yes) => {
+      if (answered) return;
+      answered = true;
       ui.accept.hidden = true;
       ui.decline.hidden = true;
       ui.accept.onclick = ui.decline.onclick = null;
@@ -173,6 +179,8 @@ function askOffer(offer) {
     };
     ui.accept.onclick = () => answer(true);
     ui.decline.onclick = () => answer(false);
+    // Cancel while the offer is shown is a decline
+    if (running) running.signal.addEventListener("abort", () => answer(false), { once: true });
   });
 }
 

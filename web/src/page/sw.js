@@ -6,6 +6,8 @@
 // unacknowledged bytes in flight, so neither side holds more than a few MiB.
 
 const HIGH_WATER = 2 * 1024 * 1024;
+// chunks read by the download that may still be being written out (kept intact)
+const KEEP_READ = 2;
 const downloads = new Map();
 
 self.addEventListener("install", () => self.skipWaiting());
@@ -23,7 +25,22 @@ function open({ id, name, size }, port) {
   let controller;
   let unacked = 0;
   let ended = false;
+  const held = []; // chunks enqueued and not yet released, oldest first
+  const release = () => {
+    // the download reads chunks in order: those before the queue were read, and all but the
+    // last KEEP_READ of them are written out. Detaching frees their bytes now; left to the
+    // garbage collector, tens of MiB of them would pile up outside the JS heap first.
+    let queued = HIGH_WATER - controller.desiredSize;
+    let inQueue = 0;
+    while (inQueue < held.length && queued > 0) {
+      queued -= held[held.length - 1 - inQueue].byteLength;
+      inQueue += 1;
+    }
+    const done = held.length - inQueue - KEEP_READ;
+    for (const chunk of held.splice(0, Math.max(0, done))) detach(chunk.buffer);
+  };
   const settle = () => {
+    release();
     if (unacked > 0 && controller.desiredSize > 0) {
       port.postMessage({ type: "ack", bytes: unacked });
       unacked = 0;
@@ -55,6 +72,7 @@ function open({ id, name, size }, port) {
     const m = event.data;
     if (m.type === "chunk") {
       controller.enqueue(m.data);
+      held.push(m.data);
       unacked += m.data.byteLength;
     } else if (m.type === "end") {
       ended = true;
@@ -66,6 +84,10 @@ function open({ id, name, size }, port) {
     settle();
   };
   downloads.set(id, { name, size, stream, port });
+}
+
+function detach(buffer) {
+  if (typeof buffer.transfer === "function") buffer.transfer(0);
 }
 
 function disposition(name) {

@@ -33,7 +33,8 @@ export class Mailbox {
     });
   }
 
-  static async connect(url, { WebSocket, side, appid }) {
+  // `track(closable)` gets the mailbox at once, so a cancel can hang up while connecting.
+  static async connect(url, { WebSocket, side, appid, track = () => {} }) {
     let ws;
     try {
       ws = new WebSocket(url);
@@ -42,8 +43,14 @@ export class Mailbox {
     }
     const mailbox = new Mailbox(ws, side);
     mailbox.appid = appid;
-    const welcome = await mailbox.frames.take((f) => f.type === "welcome");
-    await mailbox._admit(welcome.welcome ?? {});
+    track({ close: () => mailbox.hangUp() });
+    try {
+      const welcome = await mailbox.frames.take((f) => f.type === "welcome");
+      await mailbox._admit(welcome.welcome ?? {});
+    } catch (err) {
+      mailbox.hangUp();
+      throw err;
+    }
     mailbox.send({ type: "bind", appid: mailbox.appid, side });
     return mailbox;
   }

@@ -4,7 +4,7 @@
 // and acknowledge with the sha256 the sender checks.
 
 import { sha256 } from "@noble/hashes/sha2.js";
-import { toHex, toJsonBytes } from "./bytes.js";
+import { concat, toHex, toJsonBytes } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { checkOptions, withSession } from "./session.js";
 import { connectThroughRelay, transitMessage } from "./transit.js";
@@ -41,15 +41,15 @@ export async function receive(options) {
         WebSocket: opts.WebSocket,
         transitKey: wormhole.transitKey,
         role: "receiver",
+        track,
       });
-      track(pipe);
       await receiveInto(pipe, sink, offer.size, opts.onProgress);
     } catch (err) {
       await sink.abort(err).catch(() => {});
       throw err;
     } finally {
       if (pipe) {
-        untrack(pipe);
+        untrack(pipe.stream);
         await pipe.stream.drain(5000);
         pipe.close();
       }
@@ -100,9 +100,22 @@ function sizeOf(value) {
   return value;
 }
 
-async function receiveInto(pipe, sink, total, onProgress) {
+// Records (16 KiB from the Python CLI) are gathered into writes of about this size: fewer,
+// larger writes cost the sink (e.g. a service-worker stream) much less.
+export const WRITE_BYTES = 256 * 1024;
+
+export async function receiveInto(pipe, sink, total, onProgress) {
   const hash = sha256.create();
   let done = 0;
+  let batch = [];
+  let batched = 0;
+  const flush = async () => {
+    if (batched === 0) return;
+    const chunk = batch.length === 1 ? batch[0] : concat(...batch);
+    batch = [];
+    batched = 0;
+    await sink.write(chunk);
+  };
   onProgress?.({ done, total });
   while (done < total) {
     const record = await pipe.receive();
@@ -110,8 +123,10 @@ async function receiveInto(pipe, sink, total, onProgress) {
       throw new WormholeError("transit", "The other side sent more bytes than it offered; the transfer was stopped.");
     }
     hash.update(record);
-    await sink.write(record);
+    batch.push(record);
+    batched += record.length;
     done += record.length;
+    if (batched >= WRITE_BYTES || done === total) await flush();
     onProgress?.({ done, total });
   }
   await sink.close();

@@ -59,20 +59,16 @@ async function sendFile(wormhole, opts, track, untrack) {
   const total = file.size;
   wormhole.send({ transit: transitMessage(opts) });
   wormhole.send({ offer: { file: { filename: file.name ?? "file", filesize: total } } });
-  // meet the peer at the relay while it decides; drop the connection if it declines
+  // meet the peer at the relay while it decides (the session closes the socket if it declines)
   const relay = connectThroughRelay({
     url: opts.transitUrl,
     WebSocket: opts.WebSocket,
     transitKey: wormhole.transitKey,
     role: "sender",
+    track,
   });
-  relay.then(track, () => {});
-  try {
-    await expectAnswer(wormhole, "file_ack");
-  } catch (err) {
-    relay.then((pipe) => pipe.close(), () => {});
-    throw err;
-  }
+  relay.catch(() => {}); // reported below, once the answer is in
+  await expectAnswer(wormhole, "file_ack");
   const pipe = await relay;
   try {
     const hash = sha256.create();
@@ -95,7 +91,7 @@ async function sendFile(wormhole, opts, track, untrack) {
     }
     return { kind: "file", bytes: total };
   } finally {
-    untrack(pipe);
+    untrack(pipe.stream);
     pipe.close();
   }
 }

@@ -37,8 +37,14 @@ export async function withSession(opts, body) {
   signal?.addEventListener("abort", stop, { once: true });
   const state = (name) => opts.onState?.(name);
   try {
-    wormhole = await Promise.race([Wormhole.connect(opts), aborted]);
-    if (signal?.aborted) stop();
+    // while connecting, a cancel hangs the mailbox up; once connected, the session closes it
+    let connecting = null;
+    const track = (thing) => {
+      connecting = thing;
+      open.add(thing);
+    };
+    wormhole = await Promise.race([Wormhole.connect({ ...opts, track }), aborted]);
+    open.delete(connecting);
     const ctx = {
       wormhole,
       state,

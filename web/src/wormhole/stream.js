@@ -36,7 +36,9 @@ export class WsStream {
     });
   }
 
-  static open(url, WebSocket, what) {
+  // Resolves once connected. `track(stream)` is called at once, so a cancel can close a
+  // socket that is still connecting.
+  static open(url, WebSocket, what, track = () => {}) {
     return new Promise((resolve, reject) => {
       let ws;
       try {
@@ -45,8 +47,9 @@ export class WsStream {
         return reject(new WormholeError("transit", `The address of ${what} is not usable: ${err.message}`));
       }
       const stream = new WsStream(ws, what);
+      track(stream);
       const failed = () =>
-        reject(new WormholeError("transit", `Could not reach ${what}. Check that the server's relay is running and reachable.`));
+        reject(stream.error?.kind === "cancelled" ? stream.error : new WormholeError("transit", `Could not reach ${what}. Check that the server's relay is running and reachable.`));
       ws.addEventListener("open", () => resolve(stream), { once: true });
       ws.addEventListener("error", failed, { once: true });
       ws.addEventListener("close", failed, { once: true });
@@ -76,6 +79,18 @@ export class WsStream {
       });
     }
     if (this.error) throw this.error;
+    const head = this.chunks[0];
+    if (n > 0 && head.length - this.offset >= n) {
+      // within one received message: a view, no copy (chunks are never written to)
+      const view = head.subarray(this.offset, this.offset + n);
+      this.offset += n;
+      if (this.offset === head.length) {
+        this.chunks.shift();
+        this.offset = 0;
+      }
+      this.available -= n;
+      return view;
+    }
     const out = new Uint8Array(n);
     let filled = 0;
     while (filled < n) {

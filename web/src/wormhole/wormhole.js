@@ -27,10 +27,10 @@ export class Wormhole {
     this.mood = "lonely"; // what close() tells the server unless something else happened
   }
 
-  static async connect({ mailboxUrl, appid, WebSocket }) {
+  static async connect({ mailboxUrl, appid, WebSocket, track }) {
     // the CLI's side ids are 5 random bytes in hex
     const side = toHex(randomBytes(5));
-    const mailbox = await Mailbox.connect(mailboxUrl, { WebSocket, side, appid });
+    const mailbox = await Mailbox.connect(mailboxUrl, { WebSocket, side, appid, track });
     return new Wormhole(mailbox, appid);
   }
 

@@ -1,0 +1,252 @@
+// Real exchanges: the JS client (in node, over real WebSockets) with the `wormhole` CLI and
+// with itself, through a real `pigeonhole serve` (mailbox /v1, relay /transit and TCP).
+
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { python } from "../testing/python.js";
+import { startCli, startPeer, startServer } from "../testing/servers.js";
+
+const sha256 = (path) => createHash("sha256").update(readFileSync(path)).digest("hex");
+const TIMEOUT = { timeout: 180_000 };
+
+let server;
+let work;
+
+before(async () => {
+  server = await startServer();
+  work = mkdtempSync(join(tmpdir(), "webjs-interop-"));
+});
+
+after(async () => {
+  await server?.stop();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+const peerArgs = (more) => ({
+  mailboxUrl: server.mailboxUrl,
+  transitUrl: server.transitUrl,
+  tcpRelay: server.tcpRelay,
+  ...more,
+});
+
+function dir(name) {
+  const path = join(work, name);
+  mkdirSync(path, { recursive: true });
+  return path;
+}
+
+async function jsSendCode(args) {
+  const peer = startPeer(peerArgs({ mode: "send", ...args }));
+  const [, code] = await peer.waitFor(/"code":"([^"]+)"/);
+  return { peer, code };
+}
+
+async function cliSendCode(args, cwd) {
+  const cli = startCli([...server.cliArgs, "send", "--no-listen", ...args], cwd);
+  const [, code] = await cli.waitFor(/Wormhole code is: (\S+)/);
+  return { cli, code };
+}
+
+// usage rows are written when both sides have closed; wait (bounded) for `count` of them
+async function resultsAfter(before, count) {
+  for (let i = 0; i < 100; i++) {
+    const results = server.mailboxResults();
+    if (results.length >= before + count) return results.slice(before);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return server.mailboxResults().slice(before);
+}
+
+describe("JS client <-> wormhole CLI through pigeonhole serve", () => {
+  test("JS sends text, the CLI receives it", TIMEOUT, async () => {
+    const { peer, code } = await jsSendCode({ text: "hello from JS ✓" });
+    const cli = startCli([...server.cliArgs, "receive", "--no-listen", code], dir("t1"));
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    assert.equal(cli.seen.stdout.trim(), "hello from JS ✓");
+    const outcome = await peer.outcome();
+    assert.deepEqual(outcome.result, { kind: "text", bytes: new TextEncoder().encode("hello from JS ✓").length });
+    assert.deepEqual(peer.events().filter((e) => e.event === "state").map((e) => e.state), ["waiting", "transferring"]);
+  });
+
+  test("JS sends a file, the CLI receives it through the TCP relay, sha256 equal", TIMEOUT, async () => {
+    const src = join(dir("f1-src"), "random 1.bin");
+    writeFileSync(src, randomBytes(3 * 1024 * 1024 + 12345));
+    const { peer, code } = await jsSendCode({ filePath: src });
+    const out = dir("f1-out");
+    const cli = startCli([...server.cliArgs, "receive", "--no-listen", "--accept-file", code], out);
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    assert.match(cli.seen.stderr, /relay:tcp:127\.0\.0\.1/);
+    assert.equal(sha256(join(out, "random 1.bin")), sha256(src));
+    const outcome = await peer.outcome();
+    assert.deepEqual(outcome.result, { kind: "file", bytes: 3 * 1024 * 1024 + 12345 });
+    assert.equal(outcome.progress, 3 * 1024 * 1024 + 12345);
+  });
+
+  test("the CLI sends text, JS receives it", TIMEOUT, async () => {
+    const { cli, code } = await cliSendCode(["--text", "hello from the CLI"], dir("t2"));
+    const outcome = await startPeer(peerArgs({ mode: "receive", code, outDir: dir("t2-out") })).outcome();
+    assert.deepEqual(outcome.result, { kind: "text", text: "hello from the CLI" });
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+  });
+
+  test("the CLI sends a file, JS receives it into its sink, sha256 equal", TIMEOUT, async () => {
+    const srcDir = dir("f2-src");
+    writeFileSync(join(srcDir, "data.bin"), randomBytes(2 * 1024 * 1024 + 7));
+    const { cli, code } = await cliSendCode(["data.bin"], srcDir);
+    const out = dir("f2-out");
+    const peer = startPeer(peerArgs({ mode: "receive", code, outDir: out }));
+    const outcome = await peer.outcome();
+    assert.deepEqual(outcome.result, { kind: "file", name: "data.bin", size: 2 * 1024 * 1024 + 7 }, JSON.stringify(outcome));
+    assert.equal(sha256(join(out, "data.bin")), sha256(join(srcDir, "data.bin")));
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    assert.match(cli.seen.stderr, /Confirmation received/);
+    const offer = peer.events().find((e) => e.event === "offer").offer;
+    assert.deepEqual(offer, { kind: "file", name: "data.bin", size: 2 * 1024 * 1024 + 7 });
+  });
+
+  test("the CLI sends a directory, JS receives it as its zip", TIMEOUT, async () => {
+    const srcDir = dir("d-src");
+    mkdirSync(join(srcDir, "photos", "sub"), { recursive: true });
+    writeFileSync(join(srcDir, "photos", "a.txt"), "alpha\n");
+    writeFileSync(join(srcDir, "photos", "sub", "b.bin"), randomBytes(5000));
+    const { cli, code } = await cliSendCode(["photos"], srcDir);
+    const out = dir("d-out");
+    const peer = startPeer(peerArgs({ mode: "receive", code, outDir: out }));
+    const outcome = await peer.outcome();
+    assert.equal(outcome.result?.kind, "directory", JSON.stringify(outcome));
+    assert.equal(outcome.result.name, "photos.zip");
+    const offer = peer.events().find((e) => e.event === "offer").offer;
+    assert.equal(offer.numFiles, 2);
+    assert.equal(offer.numBytes, 6 + 5000);
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    const names = python(`
+import json, sys, zipfile
+z = zipfile.ZipFile(sys.stdin.readline().strip().strip('"'))
+assert z.testzip() is None
+print(json.dumps(sorted(z.namelist())))`, join(out, "photos.zip"));
+    assert.deepEqual(names, ["a.txt", "sub/b.bin"]);
+  });
+
+  test("a wrong code: both sides say so, nothing flows, the mailbox closes scary", TIMEOUT, async () => {
+    const before = server.mailboxResults().length;
+    // JS receives with a wrong code from the CLI
+    const { cli, code } = await cliSendCode(["--text", "secret"], dir("w1"));
+    const js = await startPeer(peerArgs({ mode: "receive", code: code + "x", outDir: dir("w1-out") })).outcome();
+    assert.equal(js.kind, "wrong-code", JSON.stringify(js));
+    assert.match(js.message, /code was wrong/);
+    assert.notEqual((await cli.exited).code, 0);
+    assert.match(cli.seen.stderr, /Key confirmation failed/);
+    assert.doesNotMatch(cli.seen.stdout + cli.seen.stderr, /text message sent/);
+    // the CLI receives with a wrong code from JS
+    const { peer, code: code2 } = await jsSendCode({ text: "secret" });
+    const cli2 = startCli([...server.cliArgs, "receive", "--no-listen", code2.replace(/-[a-z]+$/, "-aardvark")], dir("w2"));
+    assert.notEqual((await cli2.exited).code, 0);
+    assert.match(cli2.seen.stderr, /Key confirmation failed/);
+    assert.doesNotMatch(cli2.seen.stdout, /secret/);
+    const js2 = await peer.outcome();
+    assert.equal(js2.kind, "wrong-code", JSON.stringify(js2));
+    assert.deepEqual(await resultsAfter(before, 2), ["scary", "scary"]);
+  });
+
+  test("declining: JS declines the CLI's file, the CLI declines JS's, JS declines JS's; each sender is told", TIMEOUT, async () => {
+    const srcDir = dir("n1");
+    writeFileSync(join(srcDir, "no.bin"), randomBytes(1000));
+    const { cli, code } = await cliSendCode(["no.bin"], srcDir);
+    const js = await startPeer(peerArgs({ mode: "receive", code, outDir: dir("n1-out"), accept: false })).outcome();
+    assert.equal(js.kind, "declined", JSON.stringify(js));
+    assert.notEqual((await cli.exited).code, 0);
+    assert.match(cli.seen.stderr, /transfer rejected/);
+    // the CLI declines at its prompt: the JS sender hears "declined"
+    const { peer: js1, code: code1 } = await jsSendCode({ filePath: join(srcDir, "no.bin") });
+    const cli1 = startCli([...server.cliArgs, "receive", "--no-listen", code1], dir("n1-cli"), "n\n");
+    await cli1.exited;
+    assert.match(cli1.seen.stdout + cli1.seen.stderr, /ok\? \(y\/n\)/i);
+    const refused = await js1.outcome();
+    assert.equal(refused.kind, "declined", JSON.stringify(refused));
+    assert.equal((await js1.exited).code, 1);
+    // JS -> JS with the receiver declining: the sender hears "declined"
+    const { peer, code: code2 } = await jsSendCode({ filePath: join(srcDir, "no.bin") });
+    const receiver = await startPeer(peerArgs({ mode: "receive", code: code2, outDir: dir("n2-out"), accept: false })).outcome();
+    assert.equal(receiver.kind, "declined");
+    const sender = await peer.outcome();
+    assert.equal(sender.kind, "declined", JSON.stringify(sender));
+    assert.match(sender.message, /declined/);
+  });
+
+  test("cancelling mid-file (AbortSignal) stops both sides and closes the sockets", TIMEOUT, async () => {
+    const srcDir = dir("c1");
+    writeFileSync(join(srcDir, "big.bin"), randomBytes(64 * 1024 * 1024));
+    const { cli, code } = await cliSendCode(["big.bin"], srcDir);
+    const peer = startPeer(peerArgs({ mode: "receive", code, outDir: dir("c1-out"), cancelAfterBytes: 1024 * 1024 }));
+    const js = await peer.outcome();
+    assert.equal(js.kind, "cancelled", JSON.stringify(js));
+    // the node process exits by itself: nothing (socket, timer) is left open
+    assert.equal((await peer.exited).code, 1);
+    const cliExit = await Promise.race([cli.exited, new Promise((r) => setTimeout(() => r("still running"), 60_000))]);
+    if (cliExit === "still running") await cli.stop();
+    assert.notEqual(cliExit, "still running", "the CLI sender noticed the receiver left");
+  });
+
+  test("cancelling while waiting for the peer: cancelled, the mailbox closes lonely", TIMEOUT, async () => {
+    const before = server.mailboxResults().length;
+    const peer = startPeer(peerArgs({ mode: "send", text: "nobody came", cancelOnCode: true }));
+    const js = await peer.outcome();
+    assert.equal(js.kind, "cancelled", JSON.stringify(js));
+    assert.match(js.message, /cancelled/);
+    assert.equal((await peer.exited).code, 1);
+    assert.deepEqual(await resultsAfter(before, 1), ["lonely"]);
+  });
+});
+
+describe("JS client <-> JS client", () => {
+  test("a file page to page, through the WebSocket relay both ways", TIMEOUT, async () => {
+    const src = join(dir("p-src"), "p2p.bin");
+    writeFileSync(src, randomBytes(1024 * 1024 + 1));
+    const { peer, code } = await jsSendCode({ filePath: src, tcpRelay: null });
+    const out = dir("p-out");
+    const receiver = await startPeer(peerArgs({ mode: "receive", code, outDir: out, tcpRelay: null })).outcome();
+    assert.deepEqual(receiver.result, { kind: "file", name: "p2p.bin", size: 1024 * 1024 + 1 });
+    assert.equal(sha256(join(out, "p2p.bin")), sha256(src));
+    assert.deepEqual((await peer.outcome()).result, { kind: "file", bytes: 1024 * 1024 + 1 });
+  });
+});
+
+describe("server permissions and errors", () => {
+  test("a server that requires hashcash: both sides mint stamps and exchange text", TIMEOUT, async () => {
+    const strict = await startServer(["--permissions", "hashcash", "--hashcash-bits", "12"]);
+    try {
+      const args = { mailboxUrl: strict.mailboxUrl, transitUrl: strict.transitUrl };
+      const sender = startPeer({ ...args, mode: "send", text: "paid for" });
+      const [, code] = await sender.waitFor(/"code":"([^"]+)"/);
+      const receiver = await startPeer({ ...args, mode: "receive", code, outDir: work }).outcome();
+      assert.deepEqual(receiver.result, { kind: "text", text: "paid for" });
+      assert.equal((await sender.outcome()).result?.kind, "text");
+      // the CLI (no hashcash support) is turned away by the same server
+      const cli = startCli(["--relay-url", strict.mailboxUrl, "send", "--text", "x"], work);
+      assert.notEqual((await cli.exited).code, 0);
+    } finally {
+      await strict.stop();
+    }
+  });
+
+  test("the server's welcome error is surfaced as a server WormholeError", TIMEOUT, async () => {
+    const closed = await startServer(["--signal-error", "This server is closed for maintenance."]);
+    try {
+      const js = await startPeer({ mailboxUrl: closed.mailboxUrl, transitUrl: closed.transitUrl, mode: "send", text: "x" }).outcome();
+      assert.equal(js.kind, "server", JSON.stringify(js));
+      assert.match(js.message, /closed for maintenance/);
+    } finally {
+      await closed.stop();
+    }
+  });
+
+  test("an unreachable mailbox is a server WormholeError that says what to do", TIMEOUT, async () => {
+    const js = await startPeer({ mailboxUrl: `ws://127.0.0.1:${server.transitPort}/v1`, transitUrl: server.transitUrl, mode: "send", text: "x" }).outcome();
+    assert.equal(js.kind, "server", JSON.stringify(js));
+    assert.match(js.message, /Try again/);
+  });
+});
