@@ -1,6 +1,7 @@
 """Page to page (two browser contexts: two people, each with their own service worker and
-storage), and a wrong code on either side of a page <-> CLI pair: both sides say so,
-the page shows `failed` and a message, and no byte of the file crosses the relay.
+storage; the server's usage counts their exchanges like any other), and a wrong code on
+either side of a page <-> CLI pair: both sides say so, the page shows `failed` and a
+message, and no byte of the file crosses the relay.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from web_support import (
     MIB,
     Cli,
     WebPage,
+    happy_mailboxes,
     random_file,
     random_text,
     sha256_file,
+    wait_for_mailboxes,
 )
 
 FILE_SIZE = 10 * MIB
@@ -37,6 +40,7 @@ def test_web_e2e_page_to_page(
         # a text first, then a file, each between fresh tabs
         sender = WebPage.open(sending_ctx, base_url)
         receiver = WebPage.open(receiving_ctx, base_url)
+        mailboxes = happy_mailboxes(web_server.usage_db)
         text = random_text()
         code = sender.send_text(text)
         assert receiver.receive_text(code).strip() == text
@@ -52,6 +56,7 @@ def test_web_e2e_page_to_page(
         assert got.name == source.name
         assert sha256_file(got) == sha256_file(source)
         wait_for_happy(web_server.records, since, FILE_SIZE)
+        wait_for_mailboxes(web_server.usage_db, mailboxes + 2)  # the text's and the file's
     finally:
         sending_ctx.close()
         receiving_ctx.close()

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import secrets
+import sqlite3
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ CHROMIUM_FLAGS = [
     "--disable-quic",
 ]
 MIB = 1 << 20
+APPID = "lothar.com/wormhole/text-or-file-xfer"
 #: what the CLI prints once the code is allocated (Python CLI: on stderr)
 CODE_RE = re.compile(r"Wormhole code is: (\S+)")
 #: a code as the page shows it: nameplate, then two or more words
@@ -71,6 +73,25 @@ def random_file(directory: Path, size: int, name: str = "") -> Path:
             f.write(os.urandom(n))
             left -= n
     return path
+
+
+def happy_mailboxes(usage_db: Path) -> int:
+    """Mailboxes of the file-transfer AppID that the server's usage records as `happy`
+    (a row is written when every side has closed the mailbox)."""
+    with contextlib.closing(sqlite3.connect(usage_db)) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM mailboxes WHERE app_id = ? AND result = 'happy'", (APPID,)
+        ).fetchone()
+    return int(count)
+
+
+def wait_for_mailboxes(usage_db: Path, at_least: int, timeout: float = 15.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (count := happy_mailboxes(usage_db)) < at_least:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{count} happy mailboxes in the usage records, not {at_least}")
+        time.sleep(0.1)
+    return count
 
 
 def random_text() -> str:

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { mintHashcash } from "../src/wormhole/index.js";
 import { leadingZeroBits, mintHashcashAsync, stampDate } from "../src/wormhole/hashcash.js";
-import { python } from "./support/python.js";
+import { python } from "../testing/python.js";
 
 const VERIFY = `
 import json, sys, time

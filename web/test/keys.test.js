@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { deriveKey, derivePhaseKey, deriveTransitKey, deriveVerifier, open, seal } from "../src/wormhole/keys.js";
 import { RecordPipe, receiverHandshake, recordNonce, relayHandshake, senderHandshake } from "../src/wormhole/transit.js";
-import { hex, python, unhex } from "./support/python.js";
+import { hex, python, unhex } from "../testing/python.js";
 
 const KEY = unhex("00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978");
 const utf8 = (text) => new TextEncoder().encode(text);
@@ -136,4 +136,47 @@ print(json.dumps({"got": got, "reply": (len(reply).to_bytes(4, "big") + reply).h
   // a replayed record (nonce 0 again) is refused
   wire.bytes = [...unhex(py.reply)];
   await assert.rejects(ours.receive(), /out of order/);
+});
+
+test("receiving: sink writes are awaited one at a time, batched, and hashed into the ack", async () => {
+  const { receiveInto, WRITE_BYTES } = await import("../src/wormhole/receive.js");
+  const tk = deriveTransitKey(KEY);
+  const wire = new Loop();
+  const senderKey = deriveKey(tk, "transit_record_sender_key");
+  const receiverKey = deriveKey(tk, "transit_record_receiver_key");
+  const sender = new RecordPipe(wire, senderKey, receiverKey);
+  const data = Uint8Array.from({ length: 700_000 }, (_, i) => (i * 31) & 0xff);
+  for (let at = 0; at < data.length; at += 16384) await sender.send(data.subarray(at, at + 16384));
+  const receiver = new RecordPipe(wire, receiverKey, senderKey);
+  let writing = 0;
+  let most = 0;
+  const writes = [];
+  const sink = {
+    async write(chunk) {
+      writing++;
+      most = Math.max(most, writing);
+      writes.push(chunk.slice());
+      await new Promise((resolve) => setTimeout(resolve, 5)); // a slow disk
+      writing--;
+    },
+    async close() {},
+  };
+  const progress = [];
+  await receiveInto(receiver, sink, data.length, (p) => progress.push(p.done));
+  assert.equal(most, 1, "a write started before the previous one finished");
+  assert.ok(writes.every((w) => w.length <= WRITE_BYTES + 16384));
+  assert.ok(writes.length < data.length / 16384, "records were gathered into larger writes");
+  const joined = new Uint8Array(data.length);
+  let at = 0;
+  for (const w of writes) {
+    joined.set(w, at);
+    at += w.length;
+  }
+  assert.deepEqual(joined, data);
+  assert.equal(progress.at(-1), data.length);
+  const ack = JSON.parse(new TextDecoder().decode(await sender.receive()));
+  const py = python(`
+import hashlib, json, sys
+print(json.dumps(hashlib.sha256(bytes.fromhex(json.load(sys.stdin))).hexdigest()))`, hex(data));
+  assert.deepEqual(ack, { ack: "ok", sha256: py });
 });

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Spake2Symmetric, arbitraryElement, passwordScalar, S } from "../src/wormhole/spake2.js";
-import { hex, python, unhex } from "./support/python.js";
+import { hex, python, unhex } from "../testing/python.js";
 
 const utf8 = (text) => new TextEncoder().encode(text);
 const APPID = "lothar.com/wormhole/text-or-file-xfer";

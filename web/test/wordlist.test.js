@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { completeWord } from "../src/wormhole/index.js";
 import { EVEN_WORDS, ODD_WORDS } from "../src/wormhole/pgpwords.js";
 import { chooseWords } from "../src/wormhole/words.js";
-import { python } from "./support/python.js";
+import { python } from "../testing/python.js";
 
 const PY = `
 import json

@@ -4,7 +4,7 @@
 // and acknowledge with the sha256 the sender checks.
 
 import { sha256 } from "@noble/hashes/sha2.js";
-import { toHex, toJsonBytes } from "./bytes.js";
+import { concat, toHex, toJsonBytes } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { checkOptions, withSession } from "./session.js";
 import { connectThroughRelay, transitMessage } from "./transit.js";
@@ -22,16 +22,16 @@ export async function receive(options) {
       return { kind: "text", text: offer.text };
     }
     if (offer.kind === "unknown") {
-      wormhole.send({ error: "unknown offer type" });
+      wormhole.tell("unknown offer type");
       throw new WormholeError("peer", "The other side offered something this page cannot receive.");
     }
     const accepted = await opts.onOffer?.(offer);
     if (!accepted) {
-      wormhole.send({ error: "transfer rejected" });
+      wormhole.tell("transfer rejected");
       throw new WormholeError("declined", "You declined the transfer; nothing was received.");
     }
     state("transferring");
-    const sink = await opts.openSink(offer);
+    const sink = await saving(() => opts.openSink(offer));
     wormhole.send({ transit: transitMessage(opts) });
     wormhole.send({ answer: { file_ack: "ok" } });
     let pipe = null;
@@ -69,6 +69,17 @@ async function nextOffer(wormhole) {
   }
 }
 
+// The caller's sink failing (the download was cancelled in the browser, the disk is full)
+// stops the transfer; the kinds have no "local" one, and it is most often a person's cancel.
+async function saving(action) {
+  try {
+    return await action();
+  } catch (err) {
+    if (err instanceof WormholeError) throw err;
+    throw new WormholeError("cancelled", `Saving the file failed (${err?.message ?? err}), so the transfer was stopped.`, { cause: err });
+  }
+}
+
 export function parseOffer(offer) {
   if (typeof offer?.message === "string") return { kind: "text", text: offer.message };
   if (offer?.file) {
@@ -100,9 +111,22 @@ function sizeOf(value) {
   return value;
 }
 
-async function receiveInto(pipe, sink, total, onProgress) {
+// Records (16 KiB from the Python CLI) are gathered into writes of about this size: fewer,
+// larger writes cost the sink (e.g. a service-worker stream) much less.
+export const WRITE_BYTES = 256 * 1024;
+
+export async function receiveInto(pipe, sink, total, onProgress) {
   const hash = sha256.create();
   let done = 0;
+  let batch = [];
+  let batched = 0;
+  const flush = async () => {
+    if (batched === 0) return;
+    const chunk = batch.length === 1 ? batch[0] : concat(...batch);
+    batch = [];
+    batched = 0;
+    await saving(() => sink.write(chunk));
+  };
   onProgress?.({ done, total });
   while (done < total) {
     const record = await pipe.receive();
@@ -110,10 +134,12 @@ async function receiveInto(pipe, sink, total, onProgress) {
       throw new WormholeError("transit", "The other side sent more bytes than it offered; the transfer was stopped.");
     }
     hash.update(record);
-    await sink.write(record);
+    batch.push(record);
+    batched += record.length;
     done += record.length;
+    if (batched >= WRITE_BYTES || done === total) await flush();
     onProgress?.({ done, total });
   }
-  await sink.close();
+  await saving(() => sink.close());
   await pipe.send(toJsonBytes({ ack: "ok", sha256: toHex(hash.digest()) }));
 }

@@ -79,6 +79,18 @@ export class WsStream {
       });
     }
     if (this.error) throw this.error;
+    const head = this.chunks[0];
+    if (n > 0 && head.length - this.offset >= n) {
+      // within one received message: a view, no copy (chunks are never written to)
+      const view = head.subarray(this.offset, this.offset + n);
+      this.offset += n;
+      if (this.offset === head.length) {
+        this.chunks.shift();
+        this.offset = 0;
+      }
+      this.available -= n;
+      return view;
+    }
     const out = new Uint8Array(n);
     let filled = 0;
     while (filled < n) {

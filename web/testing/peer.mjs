@@ -1,13 +1,14 @@
 // A command-line driver of the JS client for the interop tests: node (with
 // --experimental-websocket on Node 20) runs the real modules over real WebSockets. One JSON
 // argument says what to do; one JSON line per event goes to stdout.
-//   {"mode": "send", mailboxUrl, transitUrl, tcpRelay, text | filePath}
-//   {"mode": "receive", mailboxUrl, transitUrl, tcpRelay, code, outDir, accept, cancelAfterBytes?}
+//   {"mode": "send", mailboxUrl, transitUrl, tcpRelay, text | filePath, cancelOnCode?}
+//   {"mode": "receive", mailboxUrl, transitUrl, tcpRelay, code, outDir, accept, cancelAfterBytes?,
+//    cancelOnOffer?, failSinkAfterBytes?}
 
 import { openAsBlob } from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { receive, send } from "../../src/wormhole/index.js";
+import { receive, send } from "../src/wormhole/index.js";
 
 const say = (event) => process.stdout.write(JSON.stringify(event) + "\n");
 const args = JSON.parse(process.argv[2]);
@@ -31,7 +32,13 @@ const common = {
 try {
   let result;
   if (args.mode === "send") {
-    const opts = { ...common, onCode: (code) => say({ event: "code", code }) };
+    const opts = {
+      ...common,
+      onCode: (code) => {
+        say({ event: "code", code });
+        if (args.cancelOnCode) setTimeout(() => controller.abort(), 200);
+      },
+    };
     if (args.filePath !== undefined) {
       const file = await openAsBlob(args.filePath);
       file.name = basename(args.filePath);
@@ -46,12 +53,21 @@ try {
       code: args.code,
       onOffer: async (offer) => {
         say({ event: "offer", offer });
+        if (args.cancelOnOffer) {
+          controller.abort();
+          return new Promise(() => {}); // the person never answers: the cancel must end it
+        }
         return args.accept !== false;
       },
       openSink: async (offer) => {
         const handle = await open(join(args.outDir, offer.name), "w");
+        let written = 0;
         return {
           write: async (bytes) => {
+            written += bytes.length;
+            if (args.failSinkAfterBytes !== undefined && written > args.failSinkAfterBytes) {
+              throw new Error("no space left on the test's pretend disk");
+            }
             await handle.write(bytes);
           },
           close: () => handle.close(),

@@ -108,7 +108,7 @@ print(json.dumps([r for (r,) in db.execute("select result from mailboxes order b
 
 // The JS client as a process (Node 20 needs --experimental-websocket for its WebSocket).
 export function startPeer(args) {
-  const child = spawn(process.execPath, ["--experimental-websocket", join(WEB_DIR, "test/support/peer.mjs"), JSON.stringify(args)], {
+  const child = spawn(process.execPath, ["--experimental-websocket", join(WEB_DIR, "testing/peer.mjs"), JSON.stringify(args)], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   const proc = watch(child);
@@ -123,7 +123,16 @@ export function startPeer(args) {
 
 // `answer`, if given, is typed into the CLI's prompt (e.g. "n\n" to decline an offer).
 export function startCli(args, cwd, answer = null) {
-  const child = spawn(join(VENV_BIN, "wormhole"), args, { cwd, stdio: [answer === null ? "ignore" : "pipe", "pipe", "pipe"] });
+  return startProgram(join(VENV_BIN, "wormhole"), args, cwd, answer);
+}
+
+// wormhole-william (the Debian package scripts/setup --test installs), from PATH
+export function startWilliam(args, cwd, answer = null) {
+  return startProgram("wormhole-william", args, cwd, answer);
+}
+
+function startProgram(program, args, cwd, answer) {
+  const child = spawn(program, args, { cwd, stdio: [answer === null ? "ignore" : "pipe", "pipe", "pipe"] });
   if (answer !== null) child.stdin.end(answer);
   return watch(child);
 }

@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const WEB_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const WEB_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const PYTHON = resolve(WEB_DIR, process.env.PIGEONHOLE_PYTHON ?? "../.venv/bin/python");
 export const VENV_BIN = dirname(PYTHON);
 
