@@ -458,3 +458,32 @@ def test_web_page_mints_hashcash_when_the_server_requires_it(browser: Any, tmp_p
         finally:
             sending.close()
             receiving.close()
+
+
+def test_web_page_a_download_cancelled_in_the_browser_stops_both_pages(
+    browser: Any, page_server: ServeProcess, tmp_path: Path
+) -> None:
+    """The person cancels the download (the browser's own control): the worker's stream is
+    cancelled, the receiving page stops and says so, and the sending page is told."""
+    source = tmp_path / "big.bin"
+    with open(source, "wb") as f:
+        for _ in range(64):
+            f.write(bytes(range(256)) * 4096)  # 64 MiB in all
+    sending, sender = open_page(browser, page_server)
+    receiving, receiver = open_page(browser, page_server)
+    try:
+        sender.by("send-file").set_input_files(str(source))
+        sender.by("send-button").click()
+        receiver.by("receive-code").fill(sender.wait_code())
+        receiver.by("receive-button").click()
+        with receiver.page.expect_download() as download:
+            receiver.by("accept-button").click()
+        download.value.cancel()
+        receiver.wait_state("failed")
+        sender.wait_state("failed")
+        assert "cancelled in the browser" in receiver.status(), receiver.status()
+        assert sender.status(), "the sender failed without a message"
+        assert "Start over" in receiver.page.locator("#reset-button").inner_text()
+    finally:
+        sending.close()
+        receiving.close()
