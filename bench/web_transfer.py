@@ -14,7 +14,9 @@ carried the file). One transfer's time runs from the moment the receiving side i
 the code (the sender already waits) until the receiver has the whole file: the CLI
 receiver's exit, or the page's `data-state` `done` after the download finished. Rounds
 alternate the three directions; the table gives the median and best of each, and the
-page's median divided by the CLI -> CLI median (the issue's target: within 2x).
+page's median divided by the CLI -> CLI median (the issue's target: within 2x), and the
+CPU seconds each transfer cost the browser (all its processes), the CLIs and the server (a
+machine shared with other work stretches times; CPU seconds say where the work is).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import contextlib
 import hashlib
 import os
 import re
+import resource
 import sqlite3
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,6 +53,49 @@ TIMEOUT = 300.0
 DIRECTIONS = ("CLI -> CLI", "page -> CLI", "CLI -> page")
 
 
+class BrowserCpu:
+    """CPU seconds of the Chromium processes below this one (renderers, the service worker,
+    the network and browser processes), sampled every 0.1 s by a thread: a context's
+    renderer exits with it, so its time is kept from the samples (the last 0.1 s of a process
+    that exits may be missed)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[float, float]] = {}  # pid: (first, last) CPU seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            kids, todo = run._children(), [os.getpid()]
+            while todo:
+                pid = todo.pop()
+                todo.extend(kids.get(pid, []))
+                try:
+                    with open(f"/proc/{pid}/comm") as f:
+                        if not f.read().startswith("chrom"):
+                            continue
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                now = (int(fields[11]) + int(fields[12])) / run.CLK_TCK  # utime, stime
+                self._seen[pid] = (self._seen.get(pid, (now, now))[0], now)
+
+    def seconds(self) -> float:
+        return sum(last - first for first, last in self._seen.values())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def children_cpu() -> float:
+    """CPU seconds of the child processes waited for so far (the CLIs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -67,6 +114,7 @@ class Bench:
         self.work = work
         self.base_url = f"http://127.0.0.1:{server.port}"
         self.n = 0
+        self.cpu = BrowserCpu()
 
     # -- the CLI
 
@@ -192,7 +240,10 @@ def relay_pairs(data_dir: Path, min_bytes: int) -> int:
     return int(count)
 
 
-def measure(bench: Bench, source: Path, rounds: int) -> dict[str, list[float]]:
+Cpu = dict[str, list[tuple[float, float, float]]]
+
+
+def measure(bench: Bench, source: Path, rounds: int) -> tuple[dict[str, list[float]], Cpu]:
     runs: dict[str, Callable[[Path], tuple[float, Path]]] = {
         "CLI -> CLI": bench.cli_to_cli,
         "page -> CLI": bench.page_to_cli,
@@ -201,11 +252,16 @@ def measure(bench: Bench, source: Path, rounds: int) -> dict[str, list[float]]:
     want = sha256_file(source)
     size = source.stat().st_size
     times: dict[str, list[float]] = {d: [] for d in DIRECTIONS}
+    cpu: dict[str, list[tuple[float, float, float]]] = {d: [] for d in DIRECTIONS}
     for r in range(rounds):
         order = DIRECTIONS[r % 3 :] + DIRECTIONS[: r % 3]  # each direction first once in 3
         for direction in order:
             before = relay_pairs(bench.server.data_dir, size)
+            at = (bench.cpu.seconds(), children_cpu(), bench.server.cpu_seconds())
             elapsed, got = runs[direction](source)
+            time.sleep(0.2)  # a last sample of the renderer that just exited
+            now = (bench.cpu.seconds(), children_cpu(), bench.server.cpu_seconds())
+            cpu[direction].append(tuple(b - a for a, b in zip(at, now, strict=True)))
             if sha256_file(got) != want:
                 raise RuntimeError(f"{direction}: the received file differs ({got})")
             got.unlink()
@@ -215,20 +271,29 @@ def measure(bench: Bench, source: Path, rounds: int) -> dict[str, list[float]]:
                     raise RuntimeError(f"{direction}: no relay pair carried the file")
                 time.sleep(0.1)
             times[direction].append(elapsed)
-            print(f"round {r + 1} {direction}: {elapsed:.2f} s", flush=True)
-    return times
+            b, c, v = cpu[direction][-1]
+            print(
+                f"round {r + 1} {direction}: {elapsed:.2f} s (CPU s: browser {b:.2f}, CLIs "
+                f"{c:.2f}, server {v:.2f}; machine load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    return times, cpu
 
 
-def report(times: dict[str, list[float]], mib: int) -> None:
+def report(times: dict[str, list[float]], cpu: Cpu, mib: int) -> None:
     base = statistics.median(times["CLI -> CLI"])
-    print(f"\n| {mib} MiB through the relay | median | best | MB/s (median) | ÷ CLI -> CLI |")
-    print("|---|---|---|---|---|")
+    print(
+        f"\n| {mib} MiB through the relay | median | best | MB/s (median) | ÷ CLI -> CLI "
+        "| CPU s, median: browser | CLIs | server |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for direction in DIRECTIONS:
         median = statistics.median(times[direction])
         rate = mib * MIB / median / 1e6
+        parts = [statistics.median(c[i] for c in cpu[direction]) for i in range(3)]
         print(
             f"| {direction} | {median:.2f} s | {min(times[direction]):.2f} s | {rate:.1f} | "
-            f"{median / base:.2f}x |"
+            f"{median / base:.2f}x | " + " | ".join(f"{p:.2f}" for p in parts) + " |"
         )
     worst = max(statistics.median(times[d]) for d in DIRECTIONS[1:]) / base
     verdict = "PASS" if worst <= 2.0 else "FAIL"
@@ -262,12 +327,16 @@ def main() -> None:
             try:
                 transfers = work / "transfers"
                 transfers.mkdir()
-                times = measure(Bench(server, relay_port, browser, transfers), source, args.rounds)
+                bench = Bench(server, relay_port, browser, transfers)
+                try:
+                    times, cpu = measure(bench, source, args.rounds)
+                finally:
+                    bench.cpu.close()
             finally:
                 browser.close()
     finally:
         server.stop()
-    report(times, args.mib)
+    report(times, cpu, args.mib)
     with contextlib.suppress(OSError):
         source.unlink()
 
