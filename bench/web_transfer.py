@@ -5,8 +5,10 @@ relay, on one `pigeonhole serve`.
     .venv/bin/python bench/web_transfer.py               # 100 MiB, 3 rounds, about 2 minutes
     .venv/bin/python bench/web_transfer.py --mib 10 --rounds 1   # a smoke test
 
-The page runs in Debian's headless Chromium (Playwright, `executable_path`, never a
-downloaded browser) and is driven through its `data-testid` automation contract; received
+The page runs in Debian's headless Chromium (never a downloaded browser), driven over the
+DevTools protocol alone through its `data-testid` automation contract (not Playwright,
+whose network instrumentation copies every WebSocket frame into DevTools events: with it
+the browser spent several times the CPU); a fresh browser context per transfer; received
 files stream to disk as browser downloads. Every CLI runs with `--no-listen` and our relay
 as its transit helper, and the page can only use the relay's WebSocket, so every transfer
 crosses the relay (each round checks the relay's usage records for a `happy` pair that
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import re
 import resource
@@ -104,10 +107,118 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+class Cdp:
+    """A DevTools connection (one target), synchronous: `call` waits for its reply and keeps
+    the events that arrive meanwhile for `wait_event`."""
+
+    def __init__(self, url: str) -> None:
+        from websockets.sync.client import connect
+
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(connect(url, max_size=None, open_timeout=10))
+        self._ids = iter(range(1, 1 << 30))
+        self.events: list[dict[str, Any]] = []
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        call_id = next(self._ids)
+        self.ws.send(json.dumps({"id": call_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=TIMEOUT))
+            if message.get("id") == call_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return dict(message.get("result", {}))
+            self.events.append(message)
+
+    def wait_event(
+        self, method: str, test: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events:
+                if event.get("method") == method and test(event.get("params", {})):
+                    self.events.remove(event)
+                    return
+            self.events.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"no {method} in {timeout:g} s")
+            with contextlib.suppress(TimeoutError):
+                self.events.append(json.loads(self.ws.recv(timeout=left)))
+
+    def evaluate(self, expression: str) -> Any:
+        answer = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in answer:
+            raise RuntimeError(f"{expression}: {answer['exceptionDetails']}")
+        return answer["result"].get("value")
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+class Chromium:
+    """Debian's Chromium, headless, driven over the DevTools protocol alone: no network
+    instrumentation (Playwright enables the Network domain, which copies every WebSocket
+    frame's payload into a DevTools event, a cost no person's browser pays)."""
+
+    def __init__(self, work: Path) -> None:
+        profile = work / "profile"
+        profile.mkdir()
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+             "--remote-debugging-port=0", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        active = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (active.exists() and active.read_text().strip()):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("Chromium did not open its DevTools port")
+            time.sleep(0.05)
+        port, path = active.read_text().split()[:2]
+        self.port = int(port)
+        self.browser = Cdp(f"ws://127.0.0.1:{port}{path}")
+
+    @contextlib.contextmanager
+    def page(self, url: str, downloads: Path) -> Iterator[tuple[Cdp, str]]:
+        """A new page showing `url` in a fresh browser context (its own service worker and
+        storage) whose downloads go to `downloads`: its DevTools connection and context id."""
+        context = self.browser.call("Target.createBrowserContext")["browserContextId"]
+        self.browser.call(
+            "Browser.setDownloadBehavior", behavior="allow", downloadPath=str(downloads),
+            browserContextId=context, eventsEnabled=True,
+        )  # fmt: skip
+        target = self.browser.call(
+            "Target.createTarget", url="about:blank", browserContextId=context
+        )
+        page = Cdp(f"ws://127.0.0.1:{self.port}/devtools/page/{target['targetId']}")
+        try:
+            page.call("Page.enable")
+            page.call("Page.navigate", url=url)
+            page.wait_event("Page.loadEventFired", lambda _: True, 30)
+            yield page, context
+        finally:
+            page.close()
+            self.browser.call("Target.disposeBrowserContext", browserContextId=context)
+
+    def close(self) -> None:
+        self.browser.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def by_id(testid: str) -> str:
+    return f"document.querySelector('[data-testid={testid}]')"
+
+
 class Bench:
     """One server with its relay, one browser, a work directory; runs single transfers."""
 
-    def __init__(self, server: run.Server, relay_port: int, browser: Any, work: Path) -> None:
+    def __init__(self, server: run.Server, relay_port: int, browser: Chromium, work: Path) -> None:
         self.server = server
         self.relay_port = relay_port
         self.browser = browser
@@ -157,24 +268,14 @@ class Bench:
 
     # -- the page
 
-    @contextlib.contextmanager
-    def page(self) -> Iterator[Any]:
-        context = self.browser.new_context(accept_downloads=True)
-        try:
-            page = context.new_page()
-            page.goto(self.base_url + "/")
-            yield page
-        finally:
-            context.close()
-
     @staticmethod
-    def wait_state(page: Any, state: str) -> None:
+    def wait_state(page: Cdp, state: str) -> None:
         deadline = time.monotonic() + TIMEOUT
-        transfer = page.get_by_test_id("transfer")
-        while (now := transfer.get_attribute("data-state")) != state:
+        while (now := page.evaluate(f"{by_id('transfer')}.dataset.state")) != state:
             if now == "failed" or time.monotonic() > deadline:
-                raise RuntimeError(f"the page is {now!r}: {transfer.inner_text()!r}")
-            page.wait_for_timeout(20)
+                said = page.evaluate(f"{by_id('transfer')}.innerText")
+                raise RuntimeError(f"the page is {now!r}: {said!r}")
+            time.sleep(0.02)
 
     # -- one transfer each way; each returns (seconds, the received file)
 
@@ -189,15 +290,17 @@ class Bench:
         return elapsed, rcwd / "received.bin"
 
     def page_to_cli(self, source: Path) -> tuple[float, Path]:
-        with self.page() as page:
-            page.get_by_test_id("send-file").set_input_files(str(source))
-            page.get_by_test_id("send-button").click()
-            code_el = page.get_by_test_id("code")
+        with self.browser.page(self.base_url + "/", self.work) as (page, _context):
+            page.call("DOM.enable")
+            root = page.call("DOM.getDocument")["root"]["nodeId"]
+            node = page.call("DOM.querySelector", nodeId=root, selector="[data-testid=send-file]")
+            page.call("DOM.setFileInputFiles", files=[str(source)], nodeId=node["nodeId"])
+            page.evaluate(f"{by_id('send-button')}.click()")
             deadline = time.monotonic() + 30
-            while not PAGE_CODE_RE.match(code := code_el.inner_text().strip()):
+            while not PAGE_CODE_RE.match(code := page.evaluate(f"{by_id('code')}.textContent")):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the page showed no code ({code!r})")
-                page.wait_for_timeout(20)
+                time.sleep(0.02)
             start = time.monotonic()
             receiver, rcwd = self.cli("receive", "--accept-file", "-o", "received.bin", code)
             self.finish(receiver, rcwd)
@@ -208,24 +311,25 @@ class Bench:
     def cli_to_page(self, source: Path) -> tuple[float, Path]:
         sender, scwd = self.cli("send", "--no-qr", str(source))
         code = self.code_of(sender, scwd)
-        with self.page() as page:
+        with self.browser.page(self.base_url + "/", scwd) as (page, _context):
             start = time.monotonic()
-            page.get_by_test_id("receive-code").fill(code)
-            page.get_by_test_id("receive-button").click()
-            accept = page.get_by_test_id("accept-button")
-            accept.wait_for(state="visible", timeout=TIMEOUT * 1000)
-            started: list[Any] = []
-            page.once("download", lambda d: started.append(d))
-            accept.click()
-            self.wait_state(page, "done")  # raises if the page failed
-            page.wait_for_timeout(100)
-            if not started:
-                raise RuntimeError("the page is done, but no download started")
-            got = started[0].path()  # waits until the download has finished
+            page.evaluate(f"{by_id('receive-code')}.value = {json.dumps(code)}")
+            page.evaluate(f"{by_id('receive-button')}.click()")
+            deadline = time.monotonic() + 60
+            while not page.evaluate(f"{by_id('accept-button')}.offsetParent !== null"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the page showed no offer")
+                time.sleep(0.02)
+            page.evaluate(f"{by_id('accept-button')}.click()")
+            self.browser.browser.wait_event(
+                "Browser.downloadProgress", lambda e: e.get("state") == "completed", TIMEOUT
+            )
             elapsed = time.monotonic() - start
-            target = scwd / "downloaded.bin"
-            os.replace(got, target)
+            self.wait_state(page, "done")
         self.finish(sender, scwd)
+        target = scwd / source.name
+        if not target.exists():
+            raise RuntimeError(f"no {source.name} downloaded into {scwd}")
         return elapsed, target
 
 
@@ -305,7 +409,6 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=100, help="file size in MiB")
     parser.add_argument("--rounds", type=int, default=3, help="transfers per direction")
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
 
     relay_port = run.free_port()
     spec = run.ServerSpec("pigeonhole", "Pigeonhole", "pigeonhole", "disk")
@@ -319,21 +422,19 @@ def main() -> None:
     print(f"# {args.mib} MiB, {args.rounds} round(s); pigeonhole serve on {server.port}, "
           f"relay on {relay_port}; Chromium {CHROMIUM}; work in {work}", flush=True)  # fmt: skip
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
-                downloads_path=str(work / "downloads"),
-            )  # fmt: skip
+        browser = Chromium(work)
+        try:
+            transfers = work / "transfers"
+            transfers.mkdir()
+            with browser.page(f"http://127.0.0.1:{server.port}/", transfers):
+                pass  # a first page, so Chromium's helper processes start before measuring
+            bench = Bench(server, relay_port, browser, transfers)
             try:
-                transfers = work / "transfers"
-                transfers.mkdir()
-                bench = Bench(server, relay_port, browser, transfers)
-                try:
-                    times, cpu = measure(bench, source, args.rounds)
-                finally:
-                    bench.cpu.close()
+                times, cpu = measure(bench, source, args.rounds)
             finally:
-                browser.close()
+                bench.cpu.close()
+        finally:
+            browser.close()
     finally:
         server.stop()
     report(times, cpu, args.mib)
