@@ -371,9 +371,13 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     unverified.check_hostname = False
     unverified.verify_mode = ssl.CERT_NONE
 
+    direct = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=unverified)
+    )
+
     def answers() -> bool:
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}/", context=unverified) as r:
+            with direct.open(f"https://127.0.0.1:{port}/", timeout=2) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
@@ -416,3 +420,70 @@ def test_web_page_over_https_uses_wss(browser: Any, tls_server: Service, tmp_pat
     finally:
         for context in contexts:
             context.close()
+
+
+def test_web_page_mints_hashcash_when_the_server_requires_it(browser: Any, tmp_path: Path) -> None:
+    """A server that offers only hashcash: both pages mint their stamps and exchange a text."""
+    with ServeProcess(
+        tmp_path / "serve.log",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--admin-port",
+        "0",
+        "--transit-port",
+        "0",
+        "--permissions",
+        "hashcash",
+        "--hashcash-bits",
+        "16",
+        "--public-metrics",
+    ) as server:
+        sending, sender = open_page(browser, server)
+        receiving, receiver = open_page(browser, server)
+        try:
+            sender.by("send-text").fill("paid for")
+            sender.by("send-button").click()
+            receiver.by("receive-code").fill(sender.wait_code())
+            receiver.by("receive-button").click()
+            receiver.wait_state("done")
+            sender.wait_state("done")
+            assert receiver.by("received-text").inner_text() == "paid for"
+            assert sender.clean() == [] and receiver.clean() == []
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with direct.open(f"http://127.0.0.1:{server.port}/metrics") as answer:
+                metrics = answer.read().decode()
+            # both pages' stamps were checked and granted; none refused
+            assert re.search(r'permission_outcomes_total\{outcome="granted"\} [2-9]', metrics)
+            assert 'outcome="refused"} 0' in metrics or 'outcome="refused"' not in metrics
+        finally:
+            sending.close()
+            receiving.close()
+
+
+def test_web_page_a_download_cancelled_in_the_browser_stops_both_pages(
+    browser: Any, page_server: ServeProcess, tmp_path: Path
+) -> None:
+    """The person cancels the download (the browser's own control): the worker's stream is
+    cancelled, the receiving page stops and says so, and the sending page is told."""
+    source = tmp_path / "big.bin"
+    with open(source, "wb") as f:
+        for _ in range(64):
+            f.write(bytes(range(256)) * 4096)  # 64 MiB in all
+    sending, sender = open_page(browser, page_server)
+    receiving, receiver = open_page(browser, page_server)
+    try:
+        sender.by("send-file").set_input_files(str(source))
+        sender.by("send-button").click()
+        receiver.by("receive-code").fill(sender.wait_code())
+        receiver.by("receive-button").click()
+        with receiver.page.expect_download() as download:
+            receiver.by("accept-button").click()
+        download.value.cancel()
+        receiver.wait_state("failed")
+        sender.wait_state("failed")
+        assert "cancelled in the browser" in receiver.status(), receiver.status()
+        assert sender.status(), "the sender failed without a message"
+        assert "Start over" in receiver.page.locator("#reset-button").inner_text()
+    finally:
+        sending.close()
+        receiving.close()

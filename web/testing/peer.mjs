@@ -2,7 +2,8 @@
 // --experimental-websocket on Node 20) runs the real modules over real WebSockets. One JSON
 // argument says what to do; one JSON line per event goes to stdout.
 //   {"mode": "send", mailboxUrl, transitUrl, tcpRelay, text | filePath, cancelOnCode?}
-//   {"mode": "receive", mailboxUrl, transitUrl, tcpRelay, code, outDir, accept, cancelAfterBytes?}
+//   {"mode": "receive", mailboxUrl, transitUrl, tcpRelay, code, outDir, accept, cancelAfterBytes?,
+//    cancelOnOffer?, failSinkAfterBytes?}
 
 import { openAsBlob } from "node:fs";
 import { open } from "node:fs/promises";
@@ -52,12 +53,21 @@ try {
       code: args.code,
       onOffer: async (offer) => {
         say({ event: "offer", offer });
+        if (args.cancelOnOffer) {
+          controller.abort();
+          return new Promise(() => {}); // the person never answers: the cancel must end it
+        }
         return args.accept !== false;
       },
       openSink: async (offer) => {
         const handle = await open(join(args.outDir, offer.name), "w");
+        let written = 0;
         return {
           write: async (bytes) => {
+            written += bytes.length;
+            if (args.failSinkAfterBytes !== undefined && written > args.failSinkAfterBytes) {
+              throw new Error("no space left on the test's pretend disk");
+            }
             await handle.write(bytes);
           },
           close: () => handle.close(),

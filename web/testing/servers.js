@@ -123,7 +123,16 @@ export function startPeer(args) {
 
 // `answer`, if given, is typed into the CLI's prompt (e.g. "n\n" to decline an offer).
 export function startCli(args, cwd, answer = null) {
-  const child = spawn(join(VENV_BIN, "wormhole"), args, { cwd, stdio: [answer === null ? "ignore" : "pipe", "pipe", "pipe"] });
+  return startProgram(join(VENV_BIN, "wormhole"), args, cwd, answer);
+}
+
+// wormhole-william (the Debian package scripts/setup --test installs), from PATH
+export function startWilliam(args, cwd, answer = null) {
+  return startProgram("wormhole-william", args, cwd, answer);
+}
+
+function startProgram(program, args, cwd, answer) {
+  const child = spawn(program, args, { cwd, stdio: [answer === null ? "ignore" : "pipe", "pipe", "pipe"] });
   if (answer !== null) child.stdin.end(answer);
   return watch(child);
 }

@@ -109,7 +109,9 @@ function progressReporter() {
 function failed(error) {
   if (error instanceof PageError) return setState("failed", error.message);
   if (error instanceof WormholeError || (error && error.name === "WormholeError")) {
-    if (error.kind === "cancelled") return setState("failed", "Cancelled. Nothing more will be sent or received.");
+    if (error.kind === "cancelled" && running && running.signal.aborted) {
+      return setState("failed", "Cancelled. Nothing more will be sent or received.");
+    }
     return setState("failed", error.message);
   }
   const what = error && error.message ? error.message : String(error);
@@ -188,7 +190,8 @@ async function openSink(offer) {
   const { registration, why } = await worker;
   if (registration) {
     say("The file is saved to your downloads as it arrives.");
-    return workerSink(registration, offer, () => running && running.abort());
+    // a download cancelled in the browser fails the sink's next write: the core then stops
+    return workerSink(registration, offer);
   }
   say(`The file is held in memory until it is complete, then saved: ${why}. A file larger than this tab's memory will fail.`);
   return memorySink(offer);

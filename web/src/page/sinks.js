@@ -34,7 +34,7 @@ function activated(registration) {
 }
 
 /** A sink that streams into a download the service worker answers. */
-export function workerSink(registration, offer, onCancelled) {
+export function workerSink(registration, offer) {
   const id = crypto.randomUUID();
   const channel = new MessageChannel();
   const port = channel.port1;
@@ -59,8 +59,7 @@ export function workerSink(registration, offer, onCancelled) {
     else if (m.type === "started") started = true;
     else if (m.type === "done") done = true;
     else if (m.type === "cancelled") {
-      failure = new Error("The download was cancelled in the browser. Ask the sender to send it again.");
-      onCancelled();
+      failure = new Error("the download was cancelled in the browser; ask the sender to send it again");
     }
     notify();
   };
@@ -68,7 +67,7 @@ export function workerSink(registration, offer, onCancelled) {
   const ping = setInterval(() => registration.active && registration.active.postMessage({ type: "ping" }), PING_MS);
   const startTimer = setTimeout(() => {
     if (!started) {
-      failure = new Error("The browser did not start the download. Reload the page and receive again.");
+      failure = new Error("the browser did not start the download; reload the page and receive again");
       notify();
     }
   }, START_TIMEOUT_MS);

@@ -25,6 +25,7 @@ function open({ id, name, size }, port) {
   let controller;
   let unacked = 0;
   let ended = false;
+  let over = false; // cancelled by the person, or aborted by the page
   const held = []; // chunks enqueued and not yet released, oldest first
   const release = () => {
     // the download reads chunks in order: those before the queue were read, and all but the
@@ -62,6 +63,7 @@ function open({ id, name, size }, port) {
       },
       cancel() {
         // the person cancelled the download in the browser
+        over = true;
         downloads.delete(id);
         port.postMessage({ type: "cancelled" });
       },
@@ -70,6 +72,7 @@ function open({ id, name, size }, port) {
   );
   port.onmessage = (event) => {
     const m = event.data;
+    if (over) return; // chunks the page sent before it heard of a cancel
     if (m.type === "chunk") {
       controller.enqueue(m.data);
       held.push(m.data);
@@ -77,7 +80,12 @@ function open({ id, name, size }, port) {
     } else if (m.type === "end") {
       ended = true;
     } else if (m.type === "abort") {
-      controller.error(new Error(m.reason || "transfer failed"));
+      over = true;
+      try {
+        controller.error(new Error(m.reason || "transfer failed"));
+      } catch {
+        // already closed: the download has every byte
+      }
       downloads.delete(id);
       return;
     }

@@ -22,16 +22,16 @@ export async function receive(options) {
       return { kind: "text", text: offer.text };
     }
     if (offer.kind === "unknown") {
-      wormhole.send({ error: "unknown offer type" });
+      wormhole.tell("unknown offer type");
       throw new WormholeError("peer", "The other side offered something this page cannot receive.");
     }
     const accepted = await opts.onOffer?.(offer);
     if (!accepted) {
-      wormhole.send({ error: "transfer rejected" });
+      wormhole.tell("transfer rejected");
       throw new WormholeError("declined", "You declined the transfer; nothing was received.");
     }
     state("transferring");
-    const sink = await opts.openSink(offer);
+    const sink = await saving(() => opts.openSink(offer));
     wormhole.send({ transit: transitMessage(opts) });
     wormhole.send({ answer: { file_ack: "ok" } });
     let pipe = null;
@@ -45,7 +45,11 @@ export async function receive(options) {
       });
       await receiveInto(pipe, sink, offer.size, opts.onProgress);
     } catch (err) {
-      await sink.abort(err).catch(() => {});
+      try {
+        await sink.abort?.(err); // the partial file is the sink's to discard
+      } catch {
+        // the transfer's own error is the one to report
+      }
       throw err;
     } finally {
       if (pipe) {
@@ -66,6 +70,17 @@ async function nextOffer(wormhole) {
     if ("error" in message) throw new WormholeError("peer", `The other side stopped: ${message.error}`);
     if (!("offer" in message)) continue;
     return parseOffer(message.offer);
+  }
+}
+
+// The caller's sink failing (the download was cancelled in the browser, the disk is full)
+// stops the transfer; the kinds have no "local" one, and it is most often a person's cancel.
+async function saving(action) {
+  try {
+    return await action();
+  } catch (err) {
+    if (err instanceof WormholeError) throw err;
+    throw new WormholeError("cancelled", `Saving the file failed (${err?.message ?? err}), so the transfer was stopped.`, { cause: err });
   }
 }
 
@@ -114,7 +129,7 @@ export async function receiveInto(pipe, sink, total, onProgress) {
     const chunk = batch.length === 1 ? batch[0] : concat(...batch);
     batch = [];
     batched = 0;
-    await sink.write(chunk);
+    await saving(() => sink.write(chunk));
   };
   onProgress?.({ done, total });
   while (done < total) {
@@ -129,6 +144,6 @@ export async function receiveInto(pipe, sink, total, onProgress) {
     if (batched >= WRITE_BYTES || done === total) await flush();
     onProgress?.({ done, total });
   }
-  await sink.close();
+  await saving(() => sink.close());
   await pipe.send(toJsonBytes({ ack: "ok", sha256: toHex(hash.digest()) }));
 }

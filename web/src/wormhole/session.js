@@ -28,6 +28,8 @@ export async function withSession(opts, body) {
   const aborted = new Promise((_, reject) => {
     stop = () => {
       const err = cancelled();
+      // a peer that is already here is told, so it stops waiting too (the CLI exits)
+      if (wormhole && wormhole.mood !== "happy") wormhole.tell("transfer cancelled");
       wormhole?.interrupt(err);
       for (const thing of open) thing.close();
       reject(err);
@@ -56,8 +58,13 @@ export async function withSession(opts, body) {
     wormhole.mood = "happy";
     return result;
   } catch (err) {
-    if (wormhole && wormhole.mood === "happy") wormhole.mood = "errory";
-    throw toWormholeError(err);
+    const error = toWormholeError(err);
+    if (wormhole) {
+      if (wormhole.mood === "happy") wormhole.mood = "errory";
+      // our side failed (not the peer, not the code): say so, or the peer waits for us
+      if (!["peer", "wrong-code", "declined"].includes(error.kind)) wormhole.tell(`transfer failed: ${error.message}`);
+    }
+    throw error;
   } finally {
     signal?.removeEventListener("abort", stop);
     for (const thing of open) thing.close();

@@ -25,6 +25,7 @@ export class Wormhole {
     this.sentPhases = 0;
     this.receivedPhases = 0;
     this.mood = "lonely"; // what close() tells the server unless something else happened
+    this.toldPeer = false;
   }
 
   static async connect({ mailboxUrl, appid, WebSocket, track }) {
@@ -115,6 +116,13 @@ export class Wormhole {
     } catch {
       throw new WormholeError("protocol", `The other side's message ${phase} could not be decrypted or read.`);
     }
+  }
+
+  // Tell the peer (once) why we stop, so it does not wait for us: the CLIs print it and exit.
+  tell(error) {
+    if (this.toldPeer || this.key === null) return;
+    this.toldPeer = true;
+    this.send({ error });
   }
 
   // Stop waiting on the mailbox at once (cancel): pending receives reject with `err`.
