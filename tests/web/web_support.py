@@ -51,7 +51,6 @@ CODE_RE = re.compile(r"Wormhole code is: (\S+)")
 PAGE_CODE_RE = re.compile(r"^\d+(-[a-z]+){2,}$")
 #: the CLI's own wrong-code message (the same regex as tests/interop)
 CLI_MISMATCH = re.compile(r"Key confirmation failed|WrongPasswordError")
-FINAL_STATES = ("done", "failed")
 
 
 def sha256_file(path: Path) -> str:

@@ -32,8 +32,9 @@ test("stamps pass pigeonhole.permissions.hashcash.verify_stamp; wrong ones do no
   const verdicts = python(VERIFY, cases);
   assert.deepEqual(verdicts.slice(0, 3), ["ok", "ok", "ok"]);
   for (const verdict of verdicts.slice(3)) assert.notEqual(verdict, "ok");
-  // the shape the verifier documents: 1:bits:date:resource::rand:counter
-  assert.match(stamps[0], /^1:12:\d{12}:5f3a9c0d1e2b4a6f7788::[0-9a-f]{16}:[0-9a-f]+$/);
+  // the shape the verifier documents: 1:bits:date:resource::rand:counter, in one SHA-1 block
+  assert.ok(stamps[0].length <= 55, stamps[0]);
+  assert.match(stamps[0], /^1:12:\d{6}:5f3a9c0d1e2b4a6f7788::[0-9a-f]{8}:[0-9a-f]{8}$/);
 });
 
 test("leading zero bits and the UTC date field", () => {
@@ -41,5 +42,5 @@ test("leading zero bits and the UTC date field", () => {
   assert.equal(leadingZeroBits(Uint8Array.of(0x80)), 0);
   assert.equal(leadingZeroBits(Uint8Array.of(0, 0)), 16);
   assert.throws(() => mintHashcash("a:b", 1), /cannot contain/);
-  assert.equal(stampDate(new Date(Date.UTC(2026, 0, 2, 3, 4, 5))), "260102030405");
+  assert.equal(stampDate(new Date(Date.UTC(2026, 0, 2, 3, 4, 5))), "260102");
 });

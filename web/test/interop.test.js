@@ -108,6 +108,23 @@ describe("JS client <-> wormhole CLI through pigeonhole serve", () => {
     assert.deepEqual(offer, { kind: "file", name: "data.bin", size: 2 * 1024 * 1024 + 7 });
   });
 
+  test("an empty file both ways (no records, the ack still carries the sha256)", TIMEOUT, async () => {
+    const srcDir = dir("e-src");
+    writeFileSync(join(srcDir, "empty.txt"), "");
+    const { peer, code } = await jsSendCode({ filePath: join(srcDir, "empty.txt") });
+    const out1 = dir("e-out1");
+    const cli = startCli([...server.cliArgs, "receive", "--no-listen", "--accept-file", code], out1);
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    assert.equal(readFileSync(join(out1, "empty.txt")).length, 0);
+    assert.deepEqual((await peer.outcome()).result, { kind: "file", bytes: 0 });
+    const { cli: sender, code: code2 } = await cliSendCode(["empty.txt"], srcDir);
+    const out2 = dir("e-out2");
+    const js = await startPeer(peerArgs({ mode: "receive", code: code2, outDir: out2 })).outcome();
+    assert.deepEqual(js.result, { kind: "file", name: "empty.txt", size: 0 });
+    assert.equal((await sender.exited).code, 0, sender.seen.stderr);
+    assert.match(sender.seen.stderr, /Confirmation received/);
+  });
+
   test("the CLI sends a directory, JS receives it as its zip", TIMEOUT, async () => {
     const srcDir = dir("d-src");
     mkdirSync(join(srcDir, "photos", "sub"), { recursive: true });

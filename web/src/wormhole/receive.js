@@ -45,7 +45,11 @@ export async function receive(options) {
       });
       await receiveInto(pipe, sink, offer.size, opts.onProgress);
     } catch (err) {
-      await sink.abort(err).catch(() => {});
+      try {
+        await sink.abort?.(err); // the partial file is the sink's to discard
+      } catch {
+        // the transfer's own error is the one to report
+      }
       throw err;
     } finally {
       if (pipe) {

@@ -60,16 +60,19 @@ async function sendFile(wormhole, opts, track, untrack) {
   wormhole.send({ transit: transitMessage(opts) });
   wormhole.send({ offer: { file: { filename: file.name ?? "file", filesize: total } } });
   // meet the peer at the relay while it decides (the session closes the socket if it declines)
-  const relay = connectThroughRelay({
-    url: opts.transitUrl,
-    WebSocket: opts.WebSocket,
-    transitKey: wormhole.transitKey,
-    role: "sender",
-    track,
-  });
-  relay.catch(() => {}); // reported below, once the answer is in
+  const connect = () =>
+    connectThroughRelay({
+      url: opts.transitUrl,
+      WebSocket: opts.WebSocket,
+      transitKey: wormhole.transitKey,
+      role: "sender",
+      track,
+    });
+  const early = connect();
+  early.catch(() => {}); // looked at once the answer is in
   await expectAnswer(wormhole, "file_ack");
-  const pipe = await relay;
+  // a person who took longer than the relay lets a lonely connection wait: connect again
+  const pipe = await early.catch((err) => (opts.signal?.aborted ? Promise.reject(err) : connect()));
   try {
     const hash = sha256.create();
     let done = 0;
