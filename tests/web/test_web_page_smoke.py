@@ -487,3 +487,20 @@ def test_web_page_a_download_cancelled_in_the_browser_stops_both_pages(
     finally:
         sending.close()
         receiving.close()
+
+
+def test_web_page_an_empty_file_arrives_empty(
+    browser: Any, page_server: ServeProcess, tmp_path: Path
+) -> None:
+    source = tmp_path / "empty.txt"
+    source.write_bytes(b"")
+    sending, sender = open_page(browser, page_server)
+    receiving, receiver = open_page(browser, page_server)
+    try:
+        send_file_between(sender, receiver, source, tmp_path / "saved.txt")
+        assert (tmp_path / "saved.txt").read_bytes() == b""
+        assert "empty.txt (0 B) received" in receiver.status()
+        assert sender.clean() == [] and receiver.clean() == []
+    finally:
+        sending.close()
+        receiving.close()
