@@ -39,7 +39,7 @@ function activated(registration) {
 }
 
 /** A sink that streams into a download the service worker answers. */
-export function workerSink(registration, offer) {
+export async function workerSink(registration, offer) {
   const id = crypto.randomUUID();
   const channel = new MessageChannel();
   const port = channel.port1;
@@ -58,9 +58,12 @@ export function workerSink(registration, offer) {
       w();
     }
   };
+  let ready = null;
+  const known = new Promise((resolve) => (ready = resolve));
   port.onmessage = (event) => {
     const m = event.data;
-    if (m.type === "ack") inFlight -= m.bytes;
+    if (m.type === "ready") ready();
+    else if (m.type === "ack") inFlight -= m.bytes;
     else if (m.type === "started") started = true;
     else if (m.type === "done") done = true;
     else if (m.type === "cancelled") {
@@ -76,6 +79,14 @@ export function workerSink(registration, offer) {
       notify();
     }
   }, START_TIMEOUT_MS);
+  // only once the worker knows the download: its fetch event may otherwise come before the
+  // message, and the link would reach the server (a 404 in place of this page)
+  await Promise.race([known, new Promise((resolve) => setTimeout(resolve, START_TIMEOUT_MS))]);
+  if (failure) {
+    clearInterval(ping);
+    port.close();
+    throw failure;
+  }
   startDownload(`/web/download/${id}`);
 
   const post = () => {

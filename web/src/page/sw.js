@@ -92,6 +92,7 @@ function open({ id, name, size }, port) {
     settle();
   };
   downloads.set(id, { name, size, stream, port });
+  port.postMessage({ type: "ready" }); // the page opens the download only after this
 }
 
 function detach(buffer) {
