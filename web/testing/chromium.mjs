@@ -109,5 +109,10 @@ try {
 } finally {
   process.kill(browser.pid, "SIGTERM");
   await new Promise((resolve) => (browser.exitCode !== null ? resolve() : browser.on("exit", resolve)));
-  rmSync(profile, { recursive: true, force: true });
+  // Chromium's helper processes may still be writing the profile for a moment after it exits
+  try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  } catch {
+    // a leftover temporary profile is not worth failing the run for
+  }
 }
