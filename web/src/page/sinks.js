@@ -15,6 +15,7 @@ export async function registerWorker() {
   try {
     const registration = await navigator.serviceWorker.register("/web/sw.js", { scope: "/web/" });
     await activated(registration);
+    if (!registration.active) throw new Error("it is not active");
     return { registration, why: null };
   } catch (error) {
     return { registration: null, why: `the service worker did not start (${error.message})` };
@@ -22,14 +23,18 @@ export async function registerWorker() {
 }
 
 function activated(registration) {
-  // navigator.serviceWorker.ready never settles here: the page (/) is outside /web/
-  if (registration.active) return Promise.resolve();
-  const worker = registration.installing || registration.waiting;
+  // navigator.serviceWorker.ready never settles here: the page (/) is outside /web/.
+  // A newer worker being installed replaces the active one at once (skipWaiting): wait for
+  // it, so a download is never announced to the worker that is on its way out.
+  const pending = registration.installing || registration.waiting;
+  if (!pending) return Promise.resolve();
   return new Promise((resolve, reject) => {
-    worker.addEventListener("statechange", () => {
-      if (worker.state === "activated") resolve();
-      if (worker.state === "redundant") reject(new Error("it was replaced"));
-    });
+    const check = () => {
+      if (pending.state === "activated") resolve();
+      if (pending.state === "redundant") reject(new Error("it was replaced"));
+    };
+    pending.addEventListener("statechange", check);
+    check();
   });
 }
 

@@ -39,6 +39,7 @@ export async function receive(options) {
       pipe = await connectThroughRelay({
         url: opts.transitUrl,
         WebSocket: opts.WebSocket,
+      WebSocketStream: opts.WebSocketStream,
         transitKey: wormhole.transitKey,
         role: "receiver",
         track,

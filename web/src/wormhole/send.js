@@ -64,6 +64,7 @@ async function sendFile(wormhole, opts, track, untrack) {
     connectThroughRelay({
       url: opts.transitUrl,
       WebSocket: opts.WebSocket,
+      WebSocketStream: opts.WebSocketStream,
       transitKey: wormhole.transitKey,
       role: "sender",
       track,

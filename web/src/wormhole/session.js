@@ -14,7 +14,11 @@ export function checkOptions(opts) {
   if (typeof WebSocket !== "function") {
     throw new TypeError("no WebSocket: pass opts.WebSocket (Node 20: run with --experimental-websocket)");
   }
-  return { ...opts, WebSocket, appid: opts.appid ?? APPID };
+  // the relay's bytes go over a WebSocketStream where the runtime has one (back-pressure on
+  // receive), unless the caller chose its own WebSocket or WebSocketStream (null: none)
+  const WebSocketStream =
+    opts.WebSocketStream !== undefined ? opts.WebSocketStream : opts.WebSocket ? null : (globalThis.WebSocketStream ?? null);
+  return { ...opts, WebSocket, WebSocketStream, appid: opts.appid ?? APPID };
 }
 
 // Runs body(ctx) with a connected Wormhole; ctx.track(closable) registers things to close if

@@ -3,6 +3,7 @@
 // send buffer is full (WebSockets have no drain event, so bufferedAmount is polled).
 
 import { WormholeError } from "./errors.js";
+import { takeBytes } from "./stream-wss.js";
 
 const HIGH_WATER = 4 * 1024 * 1024; // bytes queued in the socket before write() waits
 const POLL_MS = 4;
@@ -79,33 +80,7 @@ export class WsStream {
       });
     }
     if (this.error) throw this.error;
-    const head = this.chunks[0];
-    if (n > 0 && head.length - this.offset >= n) {
-      // within one received message: a view, no copy (chunks are never written to)
-      const view = head.subarray(this.offset, this.offset + n);
-      this.offset += n;
-      if (this.offset === head.length) {
-        this.chunks.shift();
-        this.offset = 0;
-      }
-      this.available -= n;
-      return view;
-    }
-    const out = new Uint8Array(n);
-    let filled = 0;
-    while (filled < n) {
-      const head = this.chunks[0];
-      const take = Math.min(n - filled, head.length - this.offset);
-      out.set(head.subarray(this.offset, this.offset + take), filled);
-      filled += take;
-      this.offset += take;
-      if (this.offset === head.length) {
-        this.chunks.shift();
-        this.offset = 0;
-      }
-    }
-    this.available -= n;
-    return out;
+    return takeBytes(this, n);
   }
 
   // Bytes received but not yet read (what a slow reader holds in memory).

@@ -7,6 +7,7 @@ import { WormholeError } from "./errors.js";
 import { xsalsa20poly1305 } from "@noble/ciphers/salsa.js";
 import { deriveKey, open } from "./keys.js";
 import { WsStream } from "./stream.js";
+import { WssStream } from "./stream-wss.js";
 
 export const relayHandshake = (transitKey, side) =>
   utf8(`please relay ${toHex(deriveKey(transitKey, "transit_relay_token"))} for side ${side}\n`);
@@ -96,9 +97,12 @@ async function expect(stream, wanted, what) {
 // Connect to the relay as `role` ("sender" or "receiver") and return a RecordPipe once the
 // peer has met us there. Data flows only after the sender's "go". `track(closable)` gets
 // the socket at once, so the caller can close it while we still wait for the peer.
-export async function connectThroughRelay({ url, WebSocket, transitKey, role, track }) {
+// With a WebSocketStream constructor, reads carry back-pressure to the relay (see stream-wss.js).
+export async function connectThroughRelay({ url, WebSocket, WebSocketStream, transitKey, role, track }) {
   const what = `the transit relay at ${url}`;
-  const stream = await WsStream.open(url, WebSocket, what, track);
+  const stream = WebSocketStream
+    ? await WssStream.open(url, WebSocketStream, what, track)
+    : await WsStream.open(url, WebSocket, what, track);
   try {
     await stream.write(relayHandshake(transitKey, toHex(randomBytes(8))));
     await expect(stream, utf8("ok\n"), "The transit relay");
