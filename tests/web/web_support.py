@@ -140,7 +140,11 @@ class WebPage:
     # -- state
 
     def state(self) -> str:
-        return str(self.by_id("transfer").get_attribute("data-state") or "")
+        transfer = self.by_id("transfer")
+        if transfer.count() == 0:  # the tab navigated away from the page
+            shown = self.page.evaluate("document.body ? document.body.innerText : ''")
+            raise AssertionError(f"the tab left the page: now at {self.page.url}: {shown[:300]!r}")
+        return str(transfer.get_attribute("data-state") or "")
 
     def message(self) -> str:
         """What the page says about the transfer: the `transfer` element's visible text and

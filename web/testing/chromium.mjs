@@ -1,9 +1,10 @@
 // Runs the JS client inside real headless Chromium (Debian's), driven over the DevTools
 // protocol: the modules are bundled with esbuild into the page, then one async expression
 // (a send or receive) is evaluated there and its JSON result printed. Run by node with
-// --experimental-websocket (for the DevTools socket): chromium.mjs '{"expression": "..."}'.
+// --experimental-websocket (for the DevTools socket): chromium.mjs '{"expression": "...",
+// "measure": false}'.
 // Prints JSON lines: {"event": "code"} when the page sets globalThis.webjsCode, then
-// {"event": "result", value} or {"event": "error", message}.
+// {"event": "result", value, peakBytes} or {"event": "error", message}.
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -12,7 +13,7 @@ import { join } from "node:path";
 import { build } from "esbuild";
 import { WEB_DIR } from "./python.js";
 
-const { expression } = JSON.parse(process.argv[2]);
+const { expression, measure = false } = JSON.parse(process.argv[2]);
 const profile = mkdtempSync(join(tmpdir(), "webjs-chromium-"));
 const browser = spawn(
   "chromium",
@@ -88,8 +89,19 @@ try {
       await sleep(100);
     }
   })();
+  // with "measure": the page's peak live memory while it ran (JS heap plus array buffers'
+  // backing stores, after a garbage collection, so garbage not yet collected is not counted)
+  let peakBytes = 0;
+  (async () => {
+    while (running && measure) {
+      await call("HeapProfiler.collectGarbage", {});
+      const usage = (await call("Runtime.getHeapUsage", {})).result ?? {};
+      peakBytes = Math.max(peakBytes, (usage.usedSize ?? 0) + (usage.backingStorageSize ?? 0));
+      await sleep(200);
+    }
+  })();
   const value = await done;
-  process.stdout.write(JSON.stringify({ event: "result", value }) + "\n");
+  process.stdout.write(JSON.stringify({ event: "result", value, peakBytes }) + "\n");
   ws.close();
 } catch (err) {
   process.stdout.write(JSON.stringify({ event: "error", message: String(err?.stack ?? err) }) + "\n");
@@ -97,5 +109,10 @@ try {
 } finally {
   process.kill(browser.pid, "SIGTERM");
   await new Promise((resolve) => (browser.exitCode !== null ? resolve() : browser.on("exit", resolve)));
-  rmSync(profile, { recursive: true, force: true });
+  // Chromium's helper processes may still be writing the profile for a moment after it exits
+  try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  } catch {
+    // a leftover temporary profile is not worth failing the run for
+  }
 }
