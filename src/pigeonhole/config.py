@@ -278,6 +278,11 @@ class ServerConfig:
         " pair whose first side waits here (default: 127.0.0.1 and --transit-port).",
         metavar="HOST:PORT",
     )
+    #: docs/web.md
+    web: bool = setting(
+        True,
+        "Serve the browser page: `/` to a browser (Accept: text/html), its files at /web/.",
+    )
     #: plain HTTP for operators only, so loopback by default
     admin: bool = setting(
         True,

@@ -30,10 +30,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "store": frozenset({"protocol"}),
     "archive": frozenset({"durable", "clients"}),
     "transit": frozenset(),
+    "web": frozenset(),
     "migrate": frozenset({"store", "durable"}),
     "pipeline": frozenset({"migrate", "durable"}),
     "server": frozenset(
-        {"protocol", "permissions", "store", "archive", "transit", "config", "clients"}
+        {"protocol", "permissions", "store", "archive", "transit", "web", "config", "clients"}
     ),
     "cli": ANY,
     "__main__": frozenset({"cli"}),

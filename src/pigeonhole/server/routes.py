@@ -1,6 +1,7 @@
 """The public listener's plain HTTP routes, beside the mailbox WebSocket the front door takes.
 
-`/` answers `Wormhole Relay` (a load balancer's check), `/health` 200 `ok` or 503 with the
+`/` answers `Wormhole Relay` (a load balancer's check) or, to a browser, the web page
+(pigeonhole/web: its assets at `/web/`, unless `--no-web`), `/health` 200 `ok` or 503 with the
 reason, `/metrics` only with `--public-metrics` (it lives on the admin listener), the
 WebSocket path a hint for browsers, and the archive its own routes (docs/archive.md).
 `/health` and `/metrics` are served by the admin listener too (server/admin.py).
@@ -16,6 +17,8 @@ from pigeonhole.archive.config import ArchiveConfig
 from pigeonhole.archive.endpoint import add_archive_routes
 from pigeonhole.server.context import ServerView
 from pigeonhole.server.exposition import render_metrics
+from pigeonhole.server.transit import TRANSIT_PATH
+from pigeonhole.web.serving import Site, WebPage, load_assets
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -28,7 +31,10 @@ def make_public_app(
     """The aiohttp app of the public listener (`peer_of`, `refusing`: for the archive)."""
     c = server.config
     app = web.Application()
-    app.router.add_get("/", _root)
+    if c.web:
+        WebPage(lambda: _site(server), load_assets()).add_routes(app)
+    else:
+        app.router.add_get("/", _root)
     app.router.add_get("/health", health_handler(server))
     if c.public_metrics:  # else on the admin listener only
         app.router.add_get("/metrics", metrics_handler(server))
@@ -48,6 +54,16 @@ def make_public_app(
         )
         add_archive_routes(app, archive, clock=server.clock, peer_of=peer_of, refusing=refusing)
     return app
+
+
+def _site(server: ServerView) -> Site:
+    """What the page's config.json says: read per request, as the relay binds its port late."""
+    relay = server.transit
+    return Site(
+        mailbox=server.config.websocket_path,
+        transit=TRANSIT_PATH if relay is not None else None,
+        transit_tcp_port=relay.port if relay is not None else None,
+    )
 
 
 def health_handler(server: ServerView) -> Handler:

@@ -1,0 +1,61 @@
+"""The page and the Python `wormhole` CLI, both ways, in headless Chromium against
+`pigeonhole serve`: a 10 MiB file and a text each way. The CLI runs with `--no-listen` and
+the page cannot open TCP, so the bytes can only cross our relay (the page through
+WebSocket `/transit`, the CLI through TCP): its usage records must show the pair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from relay_support import ServedRelay, wait_for_happy
+from web_support import MIB, Cli, WebPage, random_file, random_text, sha256_file
+
+FILE_SIZE = 10 * MIB
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+
+def test_web_e2e_page_sends_file_to_cli(
+    web_page: WebPage, cli: Cli, web_server: ServedRelay, tmp_path: Path
+) -> None:
+    source = random_file(tmp_path / "source", FILE_SIZE)
+    since = len(web_server.records())
+    code = web_page.send_file(source)
+    receiver = cli.receive(code, file=True)
+    receiver.check()
+    web_page.wait_state("done", timeout=30)
+    assert sha256_file(receiver.received) == sha256_file(source)
+    wait_for_happy(web_server.records, since, FILE_SIZE)
+
+
+def test_web_e2e_page_sends_text_to_cli(web_page: WebPage, cli: Cli) -> None:
+    text = random_text()
+    code = web_page.send_text(text)
+    receiver = cli.receive(code, file=False)
+    receiver.check()
+    assert text in receiver.output.splitlines(), receiver.describe()
+    web_page.wait_state("done", timeout=30)
+
+
+def test_web_e2e_cli_sends_file_to_page(
+    web_page: WebPage, cli: Cli, web_server: ServedRelay, tmp_path: Path
+) -> None:
+    source = random_file(tmp_path / "source", FILE_SIZE, name="ten-mebibytes.bin")
+    since = len(web_server.records())
+    sender = cli.send(str(source))
+    got = web_page.receive_file(sender.wait_code(), tmp_path / "got")
+    sender.check()
+    assert got.name == source.name
+    assert got.stat().st_size == FILE_SIZE
+    assert sha256_file(got) == sha256_file(source)
+    wait_for_happy(web_server.records, since, FILE_SIZE)
+
+
+def test_web_e2e_cli_sends_text_to_page(web_page: WebPage, cli: Cli) -> None:
+    text = random_text()
+    sender = cli.send("--text", text)
+    shown = web_page.receive_text(sender.wait_code())
+    sender.check()
+    assert shown.strip() == text

@@ -1,0 +1,312 @@
+// The page: send a text or a file, receive one, with the wormhole core (../wormhole/index.js)
+// over this server's mailbox and WebSocket relay. Same origin only (config.json says where).
+import { completeWord, receive, send, WormholeError } from "../wormhole/index.js";
+import { bytes, Meter, progressLine } from "./format.js";
+import { memorySink, registerWorker, workerSink } from "./sinks.js";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  transfer: $("transfer"),
+  status: $("status"),
+  sendText: $("send-text"),
+  sendFile: $("send-file"),
+  drop: $("drop"),
+  fileChosen: $("file-chosen"),
+  clearFile: $("clear-file"),
+  sendButton: $("send-button"),
+  receiveCode: $("receive-code"),
+  words: $("code-words"),
+  receiveButton: $("receive-button"),
+  codeBox: $("code-box"),
+  code: $("code"),
+  copyCode: $("copy-code"),
+  offer: $("offer"),
+  offerText: $("offer-text"),
+  accept: $("accept-button"),
+  decline: $("decline-button"),
+  progressBox: $("progress-box"),
+  progress: $("progress"),
+  progressText: $("progress-text"),
+  receivedBox: $("received-box"),
+  receivedText: $("received-text"),
+  copyText: $("copy-text"),
+  notice: $("notice"),
+  cancel: $("cancel-button"),
+  reset: $("reset-button"),
+};
+
+let running = null; // the AbortController of the transfer in progress
+// the service worker that streams downloads, registered at once so it is ready: {registration, why}
+const worker = registerWorker();
+
+class PageError extends Error {}
+
+async function endpoints() {
+  let response;
+  try {
+    response = await fetch("/web/config.json", { cache: "no-cache" });
+  } catch {
+    throw new PageError("The server did not answer. Check your connection, then try again.");
+  }
+  if (!response.ok) {
+    throw new PageError(`The server refused this page's settings (HTTP ${response.status}). Reload the page; if it goes on, tell the server's operator.`);
+  }
+  const config = await response.json();
+  const ws = location.protocol === "https:" ? "wss:" : "ws:";
+  return {
+    appid: config.appid,
+    mailboxUrl: `${ws}//${location.host}${config.mailbox}`,
+    transitUrl: config.transit ? `${ws}//${location.host}${config.transit}` : null,
+    // the TCP relay for CLI peers: this page's host (an IPv6 literal without its brackets)
+    tcpRelay: config.transit_tcp_port
+      ? { host: location.hostname.replace(/^\[(.*)\]$/, "$1"), port: config.transit_tcp_port }
+      : null,
+  };
+}
+
+function setState(state, message) {
+  ui.transfer.dataset.state = state;
+  if (message !== undefined) ui.status.textContent = message;
+  const busy = state === "waiting" || state === "transferring";
+  ui.sendButton.disabled = busy;
+  ui.receiveButton.disabled = busy;
+  ui.cancel.hidden = !busy;
+  ui.reset.hidden = busy || state === "idle";
+}
+
+function say(text) {
+  ui.notice.textContent = text;
+  ui.notice.hidden = !text;
+}
+
+function clearTransfer() {
+  // on a phone the transfer box is below the fold: bring it into view as a transfer starts
+  ui.transfer.scrollIntoView({ block: "nearest" });
+  ui.codeBox.hidden = true;
+  ui.code.textContent = "";
+  ui.offer.hidden = true;
+  ui.accept.hidden = true;
+  ui.decline.hidden = true;
+  ui.progressBox.hidden = true;
+  ui.progress.value = 0;
+  ui.progressText.textContent = "";
+  ui.receivedBox.hidden = true;
+  ui.receivedText.textContent = "";
+  say("");
+}
+
+function progressReporter() {
+  const meter = new Meter();
+  return ({ done, total }) => {
+    const { rate, left } = meter.update(done, total);
+    ui.progressBox.hidden = false;
+    ui.progress.max = total || 1;
+    ui.progress.value = total ? done : 0;
+    ui.progressText.textContent = progressLine(done, total, rate, left);
+  };
+}
+
+function failed(error) {
+  if (error instanceof PageError) return setState("failed", error.message);
+  if (error instanceof WormholeError || (error && error.name === "WormholeError")) {
+    if (error.kind === "cancelled" && running && running.signal.aborted) {
+      return setState("failed", "Cancelled. Nothing more will be sent or received.");
+    }
+    return setState("failed", error.message);
+  }
+  const what = error && error.message ? error.message : String(error);
+  setState("failed", `Something went wrong: ${what}. Reload the page and try again.`);
+}
+
+function onState(state) {
+  if (state === "waiting") setState("waiting", "Waiting for the other side to enter the code…");
+  else if (state === "transferring") setState("transferring", "Transferring…");
+}
+
+async function startSend() {
+  const text = ui.sendText.value;
+  const file = ui.sendFile.files[0] || null;
+  if (!file && !text) {
+    setState("failed", "Nothing to send: type a text or choose a file first.");
+    ui.sendText.focus();
+    return;
+  }
+  clearTransfer();
+  running = new AbortController();
+  setState("waiting", "Asking the server for a code…");
+  try {
+    const where = await endpoints();
+    const result = await send({
+      ...where,
+      ...(file ? { file } : { text }),
+      signal: running.signal,
+      onCode(code) {
+        ui.code.textContent = code;
+        ui.codeBox.hidden = false;
+      },
+      onState,
+      onProgress: progressReporter(),
+    });
+    const what = result.kind === "text" ? "The text was" : `${file.name} (${bytes(result.bytes)}) was`;
+    setState("done", `${what} received by the other side.`);
+  } catch (error) {
+    failed(error);
+  } finally {
+    running = null;
+  }
+}
+
+function askOffer(offer) {
+  const what =
+    offer.kind === "directory"
+      ? `The folder ${offer.name.replace(/\.zip$/, "")} (${offer.numFiles} files, ${bytes(offer.numBytes)}), ` +
+        `as a zip file ${offer.name} of ${bytes(offer.size)}`
+      : `The file ${offer.name} (${bytes(offer.size)})`;
+  ui.status.textContent = "The sender is offering something.";
+  ui.offerText.textContent = `${what} is offered. Save it?`;
+  ui.offer.hidden = false;
+  ui.accept.hidden = false;
+  ui.decline.hidden = false;
+  ui.accept.focus();
+  return new Promise((resolve) => {
+    let answered = false;
+    const answer = (yes) => {
+      if (answered) return;
+      answered = true;
+      ui.accept.hidden = true;
+      ui.decline.hidden = true;
+      ui.accept.onclick = ui.decline.onclick = null;
+      ui.offerText.textContent = yes ? `Saving ${offer.name} (${bytes(offer.size)}).` : `You declined ${offer.name}.`;
+      resolve(yes);
+    };
+    ui.accept.onclick = () => answer(true);
+    ui.decline.onclick = () => answer(false);
+    // Cancel while the offer is shown is a decline
+    if (running) running.signal.addEventListener("abort", () => answer(false), { once: true });
+  });
+}
+
+async function openSink(offer) {
+  const { registration, why } = await worker;
+  if (registration) {
+    say("The file is saved to your downloads as it arrives.");
+    // a download cancelled in the browser fails the sink's next write: the core then stops
+    return workerSink(registration, offer);
+  }
+  say(`The file is held in memory until it is complete, then saved: ${why}. A file larger than this tab's memory will fail.`);
+  return memorySink(offer);
+}
+
+async function startReceive() {
+  const code = ui.receiveCode.value.trim().replace(/\s+/g, "-");
+  if (!/^\d+-\S+/.test(code)) {
+    setState("failed", "That is not a wormhole code: it starts with a number, then words, like 7-guitarist-revenge.");
+    ui.receiveCode.focus();
+    return;
+  }
+  clearTransfer();
+  running = new AbortController();
+  setState("waiting", "Connecting to the sender…");
+  try {
+    const where = await endpoints();
+    const result = await receive({
+      ...where,
+      code,
+      signal: running.signal,
+      onOffer: askOffer,
+      openSink,
+      onState,
+      onProgress: progressReporter(),
+    });
+    if (result.kind === "text") {
+      ui.receivedText.textContent = result.text;
+      ui.receivedBox.hidden = false;
+      setState("done", "Text received.");
+    } else {
+      setState("done", `${result.name} (${bytes(result.size)}) received: it is in your downloads.`);
+    }
+  } catch (error) {
+    failed(error);
+  } finally {
+    running = null;
+  }
+}
+
+// -- code completion: the PGP words after the nameplate number, as the CLI completes them
+
+function updateWords() {
+  const value = ui.receiveCode.value;
+  const parts = value.split("-");
+  ui.words.replaceChildren();
+  if (parts.length < 2 || !/^\d+$/.test(parts[0])) return;
+  const position = parts.length - 2; // index of the word being typed
+  const prefix = parts[parts.length - 1];
+  if (!prefix) return;
+  let words = [];
+  try {
+    words = completeWord(prefix, position) || [];
+  } catch {
+    return;
+  }
+  const head = parts.slice(0, -1).join("-");
+  for (const word of words.slice(0, 20)) {
+    const option = document.createElement("option");
+    option.value = `${head}-${word}`;
+    ui.words.append(option);
+  }
+}
+
+// -- wiring
+
+function showFile() {
+  const file = ui.sendFile.files[0];
+  ui.fileChosen.textContent = file ? `File to send: ${file.name} (${bytes(file.size)}); the text is not sent.` : "";
+  ui.clearFile.hidden = !file;
+}
+
+ui.sendButton.addEventListener("click", startSend);
+ui.receiveButton.addEventListener("click", startReceive);
+ui.receiveCode.addEventListener("input", updateWords);
+ui.receiveCode.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !ui.receiveButton.disabled) startReceive();
+});
+ui.sendFile.addEventListener("change", showFile);
+ui.clearFile.addEventListener("click", () => {
+  ui.sendFile.value = "";
+  showFile();
+  ui.sendFile.focus();
+});
+// a file dropped anywhere on the page is the file to send (never opened in place of the page)
+window.addEventListener("dragover", (event) => {
+  event.preventDefault();
+  ui.drop.classList.add("over");
+});
+window.addEventListener("dragleave", (event) => {
+  if (!event.relatedTarget) ui.drop.classList.remove("over");
+});
+window.addEventListener("drop", (event) => {
+  event.preventDefault();
+  ui.drop.classList.remove("over");
+  const files = event.dataTransfer && event.dataTransfer.files;
+  if (files && files.length) {
+    ui.sendFile.files = files;
+    showFile();
+  }
+});
+ui.cancel.addEventListener("click", () => running && running.abort());
+ui.reset.addEventListener("click", () => {
+  clearTransfer();
+  setState("idle", "Nothing is being sent or received.");
+});
+async function copy(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = "Copied";
+  } catch {
+    button.textContent = "Select and copy by hand";
+  }
+  setTimeout(() => (button.textContent = button === ui.copyCode ? "Copy code" : "Copy text"), 2000);
+}
+ui.copyCode.addEventListener("click", () => copy(ui.code.textContent, ui.copyCode));
+ui.copyText.addEventListener("click", () => copy(ui.receivedText.textContent, ui.copyText));
+setState("idle");

@@ -1,0 +1,10 @@
+// The browser's wormhole client: send and receive text and files with the `wormhole` CLIs
+// through a Pigeonhole server's mailbox and WebSocket transit relay. No DOM: the page (and
+// node's tests) drive it. The contract is in /work/notes/web-contract.md and docs/web.md.
+
+export { APPID } from "./session.js";
+export { WormholeError } from "./errors.js";
+export { send } from "./send.js";
+export { receive } from "./receive.js";
+export { completeWord } from "./words.js";
+export { mintHashcash } from "./hashcash.js";

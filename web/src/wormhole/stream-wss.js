@@ -1,0 +1,123 @@
+// The relay's byte stream over a WebSocketStream (Chromium has it; Node 20 and some browsers
+// do not). Unlike a WebSocket, it reads only when we ask, so a slow sink slows the socket,
+// the relay and the sender (TCP back-pressure end to end) instead of the browser queueing
+// whatever arrives; writes wait on the stream's own back-pressure.
+
+import { WormholeError } from "./errors.js";
+
+export class WssStream {
+  constructor(socket, what) {
+    this.socket = socket;
+    this.what = what;
+    this.chunks = [];
+    this.offset = 0;
+    this.available = 0;
+    this.error = null;
+    this.lastWrite = Promise.resolve();
+  }
+
+  static async open(url, WebSocketStream, what, track = () => {}) {
+    let socket;
+    try {
+      socket = new WebSocketStream(url);
+    } catch (err) {
+      throw new WormholeError("transit", `The address of ${what} is not usable: ${err.message}`);
+    }
+    const stream = new WssStream(socket, what);
+    track(stream);
+    try {
+      const { readable, writable } = await socket.opened;
+      stream.reader = readable.getReader();
+      stream.writer = writable.getWriter();
+    } catch {
+      throw stream.error ?? new WormholeError("transit", `Could not reach ${what}. Check that the server's relay is running and reachable.`);
+    }
+    return stream;
+  }
+
+  _closed() {
+    return this.error ?? new WormholeError("transit", `${capitalise(this.what)} closed the connection before the transfer finished.`);
+  }
+
+  async read(n) {
+    while (this.available < n) {
+      if (this.error) throw this.error;
+      let next;
+      try {
+        next = await this.reader.read();
+      } catch {
+        throw this._closed();
+      }
+      if (next.done) throw this._closed();
+      if (typeof next.value === "string") {
+        throw (this.error = new WormholeError("transit", `${this.what} sent text where bytes were expected.`));
+      }
+      const chunk = new Uint8Array(next.value);
+      this.chunks.push(chunk);
+      this.available += chunk.length;
+    }
+    if (this.error) throw this.error;
+    return takeBytes(this, n);
+  }
+
+  get buffered() {
+    return this.available;
+  }
+
+  async write(bytes) {
+    if (this.error) throw this.error;
+    try {
+      await this.writer.ready;
+    } catch {
+      throw this._closed();
+    }
+    this.lastWrite = this.writer.write(bytes).catch(() => {});
+  }
+
+  async drain(timeoutMs = 30000) {
+    let timer;
+    await Promise.race([this.lastWrite, new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  close() {
+    if (this.error === null) this.error = new WormholeError("cancelled", `The connection to ${this.what} was closed.`);
+    try {
+      this.socket.close({ closeCode: 1000 });
+    } catch {
+      // already closed
+    }
+  }
+}
+
+// n bytes from the front of stream.chunks: a view when they lie in one chunk, else a copy.
+export function takeBytes(stream, n) {
+  const head = stream.chunks[0];
+  if (n > 0 && head.length - stream.offset >= n) {
+    const view = head.subarray(stream.offset, stream.offset + n);
+    stream.offset += n;
+    if (stream.offset === head.length) {
+      stream.chunks.shift();
+      stream.offset = 0;
+    }
+    stream.available -= n;
+    return view;
+  }
+  const out = new Uint8Array(n);
+  let filled = 0;
+  while (filled < n) {
+    const first = stream.chunks[0];
+    const take = Math.min(n - filled, first.length - stream.offset);
+    out.set(first.subarray(stream.offset, stream.offset + take), filled);
+    filled += take;
+    stream.offset += take;
+    if (stream.offset === first.length) {
+      stream.chunks.shift();
+      stream.offset = 0;
+    }
+  }
+  stream.available -= n;
+  return out;
+}
+
+const capitalise = (text) => text.charAt(0).toUpperCase() + text.slice(1);

@@ -1,0 +1,128 @@
+// Transit (magic-wormhole's transit.md as the CLIs speak it) through a relay reached over a
+// WebSocket: the relay handshake, the sender/receiver handshakes, go, then length-prefixed
+// SecretBox records with a per-direction counter nonce, written big-endian as every client does.
+
+import { equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
+import { WormholeError } from "./errors.js";
+import { xsalsa20poly1305 } from "@noble/ciphers/salsa.js";
+import { deriveKey, open } from "./keys.js";
+import { WsStream } from "./stream.js";
+import { WssStream } from "./stream-wss.js";
+
+export const relayHandshake = (transitKey, side) =>
+  utf8(`please relay ${toHex(deriveKey(transitKey, "transit_relay_token"))} for side ${side}\n`);
+export const senderHandshake = (transitKey) =>
+  utf8(`transit sender ${toHex(deriveKey(transitKey, "transit_sender"))} ready\n\n`);
+export const receiverHandshake = (transitKey) =>
+  utf8(`transit receiver ${toHex(deriveKey(transitKey, "transit_receiver"))} ready\n\n`);
+
+// The 24-byte nonce of record n: n as a big-endian number (Python writes f"{n:048x}").
+export function recordNonce(n) {
+  const nonce = new Uint8Array(24);
+  new DataView(nonce.buffer).setBigUint64(16, BigInt(n));
+  return nonce;
+}
+
+// Our transit message: we cannot listen (a browser has no TCP), so our only hint is the
+// relay, named both for TCP peers (the CLIs) and for WebSocket peers (other pages).
+export function transitMessage({ transitUrl, tcpRelay }) {
+  const hints = [];
+  if (tcpRelay) hints.push({ type: "direct-tcp-v1", hostname: tcpRelay.host, port: tcpRelay.port, priority: 0.0 });
+  hints.push({ type: "websocket-v1", url: transitUrl, priority: 0.0 });
+  return {
+    "abilities-v1": [{ type: "relay-v1" }],
+    "hints-v1": [{ type: "relay-v1", hints }],
+  };
+}
+
+export class RecordPipe {
+  constructor(stream, sendKey, receiveKey) {
+    this.stream = stream;
+    this.sendKey = sendKey;
+    this.receiveKey = receiveKey;
+    this.sent = 0;
+    this.received = 0;
+  }
+
+  async send(plaintext) {
+    const nonce = recordNonce(this.sent++);
+    const box = xsalsa20poly1305(this.sendKey, nonce).encrypt(plaintext);
+    // length || nonce || box in one message, built with one copy
+    const frame = new Uint8Array(4 + 24 + box.length);
+    new DataView(frame.buffer).setUint32(0, 24 + box.length);
+    frame.set(nonce, 4);
+    frame.set(box, 28);
+    await this.stream.write(frame);
+  }
+
+  async receive() {
+    const head = await this.stream.read(4);
+    const length = new DataView(head.buffer, head.byteOffset, 4).getUint32(0);
+    if (length < 24 + 16) throw new WormholeError("transit", "The other side sent a broken transit record.");
+    const box = await this.stream.read(length);
+    if (!equal(box.subarray(0, 24), recordNonce(this.received))) {
+      throw new WormholeError("transit", `The other side's transit record ${this.received} came out of order; the transfer was stopped.`);
+    }
+    this.received++;
+    try {
+      return open(this.receiveKey, box);
+    } catch {
+      throw new WormholeError("transit", "A transit record did not decrypt: the data was damaged on the way. Try again.");
+    }
+  }
+
+  close() {
+    this.stream.close();
+  }
+}
+
+async function expect(stream, wanted, what) {
+  const got = await stream.read(wanted.length).catch((err) => {
+    if (err.kind === "transit") {
+      throw new WormholeError("transit", `${what} closed the connection during the handshake. Try again with a new code.`);
+    }
+    throw err;
+  });
+  if (!equal(got, wanted)) {
+    let text = "";
+    try {
+      text = fromUtf8(got).trim();
+    } catch {
+      text = "binary data";
+    }
+    throw new WormholeError("transit", `${what} answered "${text.slice(0, 60)}" instead of the expected handshake.`);
+  }
+}
+
+// Connect to the relay as `role` ("sender" or "receiver") and return a RecordPipe once the
+// peer has met us there. Data flows only after the sender's "go". `track(closable)` gets
+// the socket at once, so the caller can close it while we still wait for the peer.
+// With a WebSocketStream constructor, reads carry back-pressure to the relay (see stream-wss.js).
+export async function connectThroughRelay({ url, WebSocket, WebSocketStream, transitKey, role, track }) {
+  const what = `the transit relay at ${url}`;
+  const stream = WebSocketStream
+    ? await WssStream.open(url, WebSocketStream, what, track)
+    : await WsStream.open(url, WebSocket, what, track);
+  try {
+    await stream.write(relayHandshake(transitKey, toHex(randomBytes(8))));
+    await expect(stream, utf8("ok\n"), "The transit relay");
+    const ours = role === "sender" ? senderHandshake(transitKey) : receiverHandshake(transitKey);
+    const theirs = role === "sender" ? receiverHandshake(transitKey) : senderHandshake(transitKey);
+    await stream.write(ours);
+    await expect(stream, theirs, "The other side");
+    if (role === "sender") {
+      await stream.write(utf8("go\n"));
+    } else {
+      await expect(stream, utf8("go\n"), "The other side");
+    }
+    const senderKey = deriveKey(transitKey, "transit_record_sender_key");
+    const receiverKey = deriveKey(transitKey, "transit_record_receiver_key");
+    return role === "sender"
+      ? new RecordPipe(stream, senderKey, receiverKey)
+      : new RecordPipe(stream, receiverKey, senderKey);
+  } catch (err) {
+    stream.close();
+    throw err;
+  }
+}
+

@@ -1,0 +1,182 @@
+// The key schedule, the SecretBox and transit's handshakes and record nonces, each against
+// magic-wormhole's own functions (wormhole._key, wormhole.transit) and PyNaCl.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { deriveKey, derivePhaseKey, deriveTransitKey, deriveVerifier, open, seal } from "../src/wormhole/keys.js";
+import { RecordPipe, receiverHandshake, recordNonce, relayHandshake, senderHandshake } from "../src/wormhole/transit.js";
+import { hex, python, unhex } from "../testing/python.js";
+
+const KEY = unhex("00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978");
+const utf8 = (text) => new TextEncoder().encode(text);
+
+test("phase keys equal wormhole._key.derive_phase_key (sides and phases)", () => {
+  const cases = [
+    ["a1b2c3d4e5", "pake"],
+    ["a1b2c3d4e5", "version"],
+    ["0f0f0f0f0f", "0"],
+    ["0f0f0f0f0f", "1"],
+    ["ffffffffff", "17"],
+  ];
+  const py = python(`
+import json, sys
+from wormhole._key import derive_phase_key
+key = bytes.fromhex("${hex(KEY)}")
+print(json.dumps([derive_phase_key(key, side, phase).hex() for side, phase in ${JSON.stringify(cases)}]))`);
+  cases.forEach(([side, phase], i) => assert.equal(hex(derivePhaseKey(KEY, side, phase)), py[i]));
+  // and they differ by side and by phase
+  assert.notEqual(py[0], py[1]);
+  assert.notEqual(py[2], py[3]);
+});
+
+test("derive_key, the verifier and the transit key equal magic-wormhole's", () => {
+  const py = python(`
+import json
+from wormhole._key import derive_key
+key = bytes.fromhex("${hex(KEY)}")
+print(json.dumps({
+  "verifier": derive_key(key, b"wormhole:verifier").hex(),
+  "transit": derive_key(key, b"lothar.com/wormhole/text-or-file-xfer/transit-key", 32).hex(),
+  "short": derive_key(key, b"some purpose", 16).hex(),
+}))`);
+  assert.equal(hex(deriveVerifier(KEY)), py.verifier);
+  assert.equal(hex(deriveTransitKey(KEY)), py.transit);
+  assert.equal(hex(deriveKey(KEY, "some purpose", 16)), py.short);
+});
+
+test("SecretBox: JS-sealed opens in Python (encrypt_data/decrypt_data) and back", () => {
+  const plain = utf8('{"app_versions": {}}');
+  const box = seal(KEY, plain);
+  const py = python(`
+import json, sys
+from wormhole._key import decrypt_data, encrypt_data
+key = bytes.fromhex("${hex(KEY)}")
+box = bytes.fromhex(json.load(sys.stdin))
+print(json.dumps({"opened": decrypt_data(key, box).decode(), "sealed": encrypt_data(key, b"from python").hex()}))`, hex(box));
+  assert.equal(py.opened, '{"app_versions": {}}');
+  assert.equal(new TextDecoder().decode(open(KEY, unhex(py.sealed))), "from python");
+  const damaged = unhex(py.sealed);
+  damaged[30] ^= 1;
+  assert.throws(() => open(KEY, damaged));
+  assert.throws(() => open(deriveVerifier(KEY), unhex(py.sealed)));
+});
+
+test("transit handshakes equal wormhole.transit's", () => {
+  const side = "0123456789abcdef";
+  const py = python(`
+import json
+from wormhole import transit
+key = bytes.fromhex("${hex(KEY)}")
+print(json.dumps([transit.build_sided_relay_handshake(key, "${side}").decode(),
+                  transit.build_sender_handshake(key).decode(),
+                  transit.build_receiver_handshake(key).decode()]))`);
+  const text = (b) => new TextDecoder().decode(b);
+  assert.equal(text(relayHandshake(KEY, side)), py[0]);
+  assert.equal(text(senderHandshake(KEY)), py[1]);
+  assert.equal(text(receiverHandshake(KEY)), py[2]);
+});
+
+test("record nonces are big-endian counters, as Python writes them", () => {
+  const counts = [0, 1, 255, 256, 65537, 2 ** 32 + 3, Number.MAX_SAFE_INTEGER];
+  const py = python(`
+import json
+from binascii import unhexlify
+print(json.dumps([unhexlify(f"{n:048x}").hex() for n in ${JSON.stringify(counts)}]))`);
+  counts.forEach((n, i) => assert.equal(hex(recordNonce(n)), py[i], `record ${n}`));
+  assert.equal(hex(recordNonce(1)), "00".repeat(23) + "01");
+});
+
+// A fake stream standing in for the socket: what one pipe writes, the other reads.
+class Loop {
+  constructor() {
+    this.bytes = [];
+  }
+  async write(b) {
+    this.bytes.push(...b);
+  }
+  async read(n) {
+    if (this.bytes.length < n) throw new Error("short");
+    return Uint8Array.from(this.bytes.splice(0, n));
+  }
+}
+
+test("records: Python's transit Connection decrypts ours and we decrypt Python's, in order", async () => {
+  const tk = deriveTransitKey(KEY);
+  const wire = new Loop();
+  const senderKey = deriveKey(tk, "transit_record_sender_key");
+  const receiverKey = deriveKey(tk, "transit_record_receiver_key");
+  const ours = new RecordPipe(wire, senderKey, receiverKey);
+  await ours.send(utf8("record zero"));
+  await ours.send(utf8("record one"));
+  const py = python(`
+import json, sys
+from binascii import unhexlify
+from twisted.internet import reactor
+from wormhole import transit
+from nacl.secret import SecretBox
+tk = bytes.fromhex("${hex(tk)}")
+receiver = transit.TransitReceiver(None, no_listen=True, reactor=reactor)
+receiver.set_transit_key(tk)
+wire = bytes.fromhex(json.load(sys.stdin))
+got = []
+# the sender's records, opened with the key Python's receiver uses for what it receives
+box = SecretBox(receiver._receiver_record_key())
+n = 0
+while wire:
+    length = int(wire[:4].hex(), 16)
+    record, wire = wire[4:4 + length], wire[4 + length:]
+    assert record[:24] == unhexlify(f"{n:048x}"), "nonce"
+    got.append(box.decrypt(record).decode())
+    n += 1
+reply = SecretBox(receiver._sender_record_key()).encrypt(b'{"ack": "ok"}', unhexlify(f"{0:048x}"))
+print(json.dumps({"got": got, "reply": (len(reply).to_bytes(4, "big") + reply).hex()}))`, hex(Uint8Array.from(wire.bytes)));
+  assert.deepEqual(py.got, ["record zero", "record one"]);
+  wire.bytes = [...unhex(py.reply)];
+  assert.equal(new TextDecoder().decode(await ours.receive()), '{"ack": "ok"}');
+  // a replayed record (nonce 0 again) is refused
+  wire.bytes = [...unhex(py.reply)];
+  await assert.rejects(ours.receive(), /out of order/);
+});
+
+test("receiving: sink writes are awaited one at a time, batched, and hashed into the ack", async () => {
+  const { receiveInto, WRITE_BYTES } = await import("../src/wormhole/receive.js");
+  const tk = deriveTransitKey(KEY);
+  const wire = new Loop();
+  const senderKey = deriveKey(tk, "transit_record_sender_key");
+  const receiverKey = deriveKey(tk, "transit_record_receiver_key");
+  const sender = new RecordPipe(wire, senderKey, receiverKey);
+  const data = Uint8Array.from({ length: 700_000 }, (_, i) => (i * 31) & 0xff);
+  for (let at = 0; at < data.length; at += 16384) await sender.send(data.subarray(at, at + 16384));
+  const receiver = new RecordPipe(wire, receiverKey, senderKey);
+  let writing = 0;
+  let most = 0;
+  const writes = [];
+  const sink = {
+    async write(chunk) {
+      writing++;
+      most = Math.max(most, writing);
+      writes.push(chunk.slice());
+      await new Promise((resolve) => setTimeout(resolve, 5)); // a slow disk
+      writing--;
+    },
+    async close() {},
+  };
+  const progress = [];
+  await receiveInto(receiver, sink, data.length, (p) => progress.push(p.done));
+  assert.equal(most, 1, "a write started before the previous one finished");
+  assert.ok(writes.every((w) => w.length <= WRITE_BYTES + 16384));
+  assert.ok(writes.length < data.length / 16384, "records were gathered into larger writes");
+  const joined = new Uint8Array(data.length);
+  let at = 0;
+  for (const w of writes) {
+    joined.set(w, at);
+    at += w.length;
+  }
+  assert.deepEqual(joined, data);
+  assert.equal(progress.at(-1), data.length);
+  const ack = JSON.parse(new TextDecoder().decode(await sender.receive()));
+  const py = python(`
+import hashlib, json, sys
+print(json.dumps(hashlib.sha256(bytes.fromhex(json.load(sys.stdin))).hexdigest()))`, hex(data));
+  assert.deepEqual(ack, { ack: "ok", sha256: py });
+});
