@@ -270,3 +270,22 @@ async def test_sync_on_the_loop_thread_writes_then_syncs_then_resolves(journal: 
     journal.fail_sync = False
     await asyncio.wait_for(failing, 5)  # written again, then synced
     assert journal.events[-2:] == ["write 4", "sync"]
+
+
+async def test_a_cancelled_awaiter_leaves_the_others_waiting() -> None:
+    """One task awaiting a batch is cancelled (a connection closing at shutdown): the
+    others awaiting the same batch, the drain among them, still get its end."""
+    commit = Commit()
+    cancelled = asyncio.create_task(_await(commit))
+    other = asyncio.create_task(_await(commit))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    assert cancelled.cancelled() and not other.done()
+    commit.resolve()
+    assert await other == "durable"
+
+
+async def _await(commit: Commit) -> str:
+    await commit
+    return "durable"

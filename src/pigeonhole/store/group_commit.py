@@ -133,7 +133,9 @@ class Commit:
         if not self._done:
             if self._waiter is None:
                 self._waiter = asyncio.get_running_loop().create_future()
-            yield from self._waiter.__await__()
+            # shielded: a cancelled awaiter must not cancel the future every other
+            # awaiter of this batch shares (the drain at shutdown is one of them)
+            yield from asyncio.shield(self._waiter).__await__()
         if self._error is not None:
             raise self._error
 
