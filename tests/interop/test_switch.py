@@ -107,6 +107,15 @@ def test_waiting_transfers_finish_after_the_switch_and_history_carries_over(
             "py", "py", random_text(), "ref-wrong", code=code, receiver_code=code + "x"
         )
         check_wrong_code(wrong)
+        # the report from the reference's usage database, read while it runs (before the
+        # waiting senders start: a slow report on a busy machine must not outlast them)
+        before = sqlite_counts(reference.usage_db)
+        assert {result for _, result in before} >= {"happy", "scary"}
+        pigeonhole(
+            "export-usage", "--reference-usage-db", str(reference.usage_db),
+            "--out", str(tmp_path / "ref-dataset"),
+        )  # fmt: skip
+        assert report_counts(tmp_path / "ref-dataset", tmp_path / "ref-report") == before
         # the senders that are waiting when the reference stops
         payloads = [random_text(), random_file(tmp_path / "files")]
         receivers = ["ww" if WORMHOLE_WILLIAM else "py", "py"]
@@ -119,15 +128,6 @@ def test_waiting_transfers_finish_after_the_switch_and_history_carries_over(
             sender.wait_code()
         time.sleep(WAIT_BEFORE_STOP)
         assert all(s.returncode is None for s in waiting), [s.describe() for s in waiting]
-
-        # the report from the reference's usage database, read while it runs
-        before = sqlite_counts(reference.usage_db)
-        assert {result for _, result in before} >= {"happy", "scary"}
-        pigeonhole(
-            "export-usage", "--reference-usage-db", str(reference.usage_db),
-            "--out", str(tmp_path / "ref-dataset"),
-        )  # fmt: skip
-        assert report_counts(tmp_path / "ref-dataset", tmp_path / "ref-report") == before
 
         # the switch
         reference.stop()
