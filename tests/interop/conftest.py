@@ -25,6 +25,7 @@ from interop_support import (
     Harness,
     Net,
     NetNS,
+    RelayPort,
     Server,
     TransitRelay,
 )
@@ -100,21 +101,26 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRelay]:
         assert status == 0, f"the relay exited with {status}:\n{running.log_text()}"
 
 
-@pytest.fixture(scope="session")
-def split_nets(
-    relay: ServedRelay, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SplitNets]:
+def _split_nets(relay: RelayPort, workdir: Path) -> Iterator[SplitNets]:
     """A namespace per side of a transfer, both forwarding to `relay` (and the mailbox)."""
     if shutil.which("unshare") is None or shutil.which("nsenter") is None:
         pytest.skip("unshare/nsenter (util-linux) not found: no namespace, no forced relay")
     try:
-        nets = SplitNets(tmp_path_factory.mktemp("split-nets"), relay)
+        nets = SplitNets(workdir, relay)
     except OSError as exc:
         pytest.skip(f"cannot create network namespaces: {exc}")
     try:
         yield nets
     finally:
         nets.close()
+
+
+@pytest.fixture(scope="session")
+def split_nets(
+    relay: ServedRelay, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SplitNets]:
+    """A namespace per side of a transfer, both forwarding to `relay` (and the mailbox)."""
+    yield from _split_nets(relay, tmp_path_factory.mktemp("split-nets"))
 
 
 @pytest.fixture(scope="session")
@@ -133,13 +139,4 @@ def reference_nets(
     reference_relay: TransitRelay, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SplitNets]:
     """Like `split_nets`, forwarding to the reference relay instead."""
-    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        pytest.skip("unshare/nsenter (util-linux) not found: no namespace, no forced relay")
-    try:
-        nets = SplitNets(tmp_path_factory.mktemp("reference-nets"), reference_relay)
-    except OSError as exc:
-        pytest.skip(f"cannot create network namespaces: {exc}")
-    try:
-        yield nets
-    finally:
-        nets.close()
+    yield from _split_nets(reference_relay, tmp_path_factory.mktemp("reference-nets"))

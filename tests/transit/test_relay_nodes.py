@@ -70,15 +70,21 @@ def nodes(
                 node.stop(signal.SIGTERM)
 
 
-def waiting_rows(url: str) -> int:
-    async def count() -> int:
+def waiting_value(url: str, what: str) -> object:
+    """One value (`what`, an SQL expression) over the waiting rows, read in a fresh connection."""
+
+    async def fetch() -> object:
         conn = await asyncpg.connect(url)
         try:
-            return int(await conn.fetchval("SELECT count(*) FROM channel.transit_waiting"))
+            return await conn.fetchval(f"SELECT {what} FROM channel.transit_waiting")
         finally:
             await conn.close()
 
-    return run(count)
+    return run(fetch)
+
+
+def waiting_rows(url: str) -> int:
+    return int(str(waiting_value(url, "count(*)")))
 
 
 async def rows_become(url: str, wanted: int, timeout: float = 10.0) -> None:
@@ -197,15 +203,7 @@ async def test_pairs_through_round_robin_are_all_relayed(
 
 def waiting_address(url: str) -> str:
     """The relay address of the one waiting row (`HOST:PORT`)."""
-
-    async def fetch() -> str:
-        conn = await asyncpg.connect(url)
-        try:
-            return str(await conn.fetchval("SELECT address FROM channel.transit_waiting"))
-        finally:
-            await conn.close()
-
-    return run(fetch)
+    return str(waiting_value(url, "address"))
 
 
 @pytest.mark.parametrize("stopped", ["meeting", "forwarding"])
