@@ -32,7 +32,7 @@ def test_web_page_decline_and_progress_between_two_pages(
     browser: Any, page_server: ServeProcess, tmp_path: Path
 ) -> None:
     """A declined file leaves both pages failed, saying so; an accepted one shows bytes,
-    MB/s and the time left, on both sides."""
+    MiB/s and the time left, on both sides."""
     source = tmp_path / "figures.bin"
     source.write_bytes(bytes(range(256)) * 4096 * 6)  # 6 MiB
     sending, sender = open_page(browser, page_server)
@@ -65,7 +65,7 @@ def test_web_page_decline_and_progress_between_two_pages(
         assert saved.read_bytes() == source.read_bytes()
         for tab in (sender, receiver):
             figures = tab.page.locator("#progress-text").inner_text()
-            assert re.fullmatch(r"6\.0 MiB of 6\.0 MiB · \d+\.\d MB/s · .+ left", figures), figures
+            assert re.fullmatch(r"6\.0 MiB of 6\.0 MiB · \d+\.\d MiB/s · .+ left", figures), figures
             assert tab.page.locator("#progress").evaluate("p => p.value === p.max")
         assert "in your downloads" in receiver.status()
         assert sender.clean() == [] and receiver.clean() == []
