@@ -2,7 +2,8 @@
 `pigeonhole serve` process: it loads with no CSP violation, console error or failed
 request, its automation contract is there, it fits 390 px, every control has an accessible
 name and is reached by the keyboard, code words are completed, wrong input is explained, a
-dropped file is taken, its service worker registers under the CSP, and Cancel works.
+dropped file is taken, its service worker registers under the CSP, the code comes into
+view with the focus after Send, and Cancel works.
 Transfers between pages: test_web_page_transfers.py; with the CLIs: test_web_e2e_*."""
 
 from __future__ import annotations
@@ -179,6 +180,43 @@ def test_web_page_service_worker_registers_under_the_csp(
             }"""
         )
         assert scope == f"http://127.0.0.1:{page_server.port}/web/"
+        assert tab.clean() == []
+    finally:
+        context.close()
+
+
+IN_VIEW = """(id) => {
+  const r = document.getElementById(id).getBoundingClientRect();
+  return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight;
+}"""
+
+
+@pytest.mark.parametrize(
+    "viewport", [{"width": 1000, "height": 560}, {"width": 390, "height": 844}]
+)
+def test_web_page_after_send_the_code_is_in_view_large_with_focus_on_copy(
+    browser: Any, page_server: ServeProcess, viewport: dict[str, int]
+) -> None:
+    """The code box starts below the fold (a phone) or at the window's bottom edge (a short
+    desktop window): once the code is shown it is scrolled into view, Copy code has the
+    focus (Enter copies it; a screen reader reads the code with it), and the code is as
+    large on a phone as on a desktop."""
+    context, tab = open_page(browser, page_server, viewport=viewport)
+    try:
+        page = tab.page
+        assert not page.evaluate(IN_VIEW, "transfer-title")
+        tab.by("send-text").fill("the code must be seen")
+        tab.by("send-button").click()
+        code = tab.wait_code()
+        assert page.evaluate(IN_VIEW, "code"), f"the code {code} is out of view at {viewport}"
+        assert page.evaluate(IN_VIEW, "copy-code")
+        assert page.evaluate("document.activeElement.id") == "copy-code"
+        assert page.locator("#copy-code").get_attribute("aria-describedby") == "code"
+        size = tab.by("code").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+        assert size >= 32, f"the code is {size} px at {viewport['width']} px"
+        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        page.get_by_role("button", name="Cancel").click()
+        tab.wait_state("failed")
         assert tab.clean() == []
     finally:
         context.close()

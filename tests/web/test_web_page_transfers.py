@@ -32,7 +32,7 @@ def test_web_page_decline_and_progress_between_two_pages(
     browser: Any, page_server: ServeProcess, tmp_path: Path
 ) -> None:
     """A declined file leaves both pages failed, saying so; an accepted one shows bytes,
-    MB/s and the time left, on both sides."""
+    MiB/s and the time left, on both sides."""
     source = tmp_path / "figures.bin"
     source.write_bytes(bytes(range(256)) * 4096 * 6)  # 6 MiB
     sending, sender = open_page(browser, page_server)
@@ -46,6 +46,10 @@ def test_web_page_decline_and_progress_between_two_pages(
         receiver.by("accept-button").wait_for(state="visible")
         offer = receiver.page.locator("#offer-text").inner_text()
         assert "figures.bin" in offer and "6.0 MiB" in offer
+        # one offer line (no status line repeating it), answered by Accept or Decline only
+        assert not receiver.page.locator("#status").is_visible()
+        assert not receiver.page.get_by_role("button", name="Cancel").is_visible()
+        assert receiver.page.evaluate("document.activeElement.dataset.testid") == "accept-button"
         receiver.page.get_by_role("button", name="Decline").click()
         receiver.wait_state("failed")
         sender.wait_state("failed")
@@ -65,9 +69,13 @@ def test_web_page_decline_and_progress_between_two_pages(
         assert saved.read_bytes() == source.read_bytes()
         for tab in (sender, receiver):
             figures = tab.page.locator("#progress-text").inner_text()
-            assert re.fullmatch(r"6\.0 MiB of 6\.0 MiB · \d+\.\d MB/s · .+ left", figures), figures
+            assert re.fullmatch(r"6\.0 MiB of 6\.0 MiB · \d+\.\d MiB/s · .+ left", figures), figures
             assert tab.page.locator("#progress").evaluate("p => p.value === p.max")
         assert "in your downloads" in receiver.status()
+        # nothing said while it was saving is left under the "received" line
+        assert not receiver.page.locator("#offer").is_visible()
+        assert not receiver.page.locator("#notice").is_visible()
+        assert "Saving" not in receiver.page.locator("#transfer").inner_text()
         assert sender.clean() == [] and receiver.clean() == []
     finally:
         sending.close()

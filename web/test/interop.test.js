@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { python } from "../testing/python.js";
+import { VERSION } from "../src/wormhole/mailbox.js";
 import { startCli, startPeer, startServer, startWilliam } from "../testing/servers.js";
 
 const sha256 = (path) => createHash("sha256").update(readFileSync(path)).digest("hex");
@@ -70,6 +71,23 @@ describe("JS client <-> wormhole CLI through pigeonhole serve", () => {
     const outcome = await peer.outcome();
     assert.deepEqual(outcome.result, { kind: "text", bytes: new TextEncoder().encode("hello from JS ✓").length });
     assert.deepEqual(peer.events().filter((e) => e.event === "state").map((e) => e.state), ["waiting", "transferring"]);
+  });
+
+  test("the JS client's bind carries client_version [\"pigeonhole-web\", VERSION]", TIMEOUT, async () => {
+    const before = server.clientVersions().filter(([impl]) => impl === "pigeonhole-web").length;
+    const { peer, code } = await jsSendCode({ text: "who is binding" });
+    const cli = startCli([...server.cliArgs, "receive", "--no-listen", code], dir("t-version"));
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    await peer.outcome();
+    // the usage row is written as the server handles bind; wait (bounded) for it
+    let ours = [];
+    for (let i = 0; i < 100 && ours.length <= before; i++) {
+      ours = server.clientVersions().filter(([impl]) => impl === "pigeonhole-web");
+      if (ours.length <= before) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(ours.length > before, JSON.stringify(server.clientVersions()));
+    assert.deepEqual(ours.at(-1), ["pigeonhole-web", VERSION]);
+    assert.match(VERSION, /^\d+\.\d+/);
   });
 
   test("JS sends a file, the CLI receives it through the TCP relay, sha256 equal", TIMEOUT, async () => {

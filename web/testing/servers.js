@@ -99,6 +99,13 @@ import json, sqlite3
 db = sqlite3.connect(${JSON.stringify(join(dataDir, "usage.sqlite"))})
 print(json.dumps([r for (r,) in db.execute("select result from mailboxes order by id")]))`);
     },
+    // the client_version of each bind the server has recorded: [implementation, version]
+    clientVersions() {
+      return python(`
+import json, sqlite3
+db = sqlite3.connect(${JSON.stringify(join(dataDir, "usage.sqlite"))})
+print(json.dumps([list(r) for r in db.execute("select implementation, version from client_versions")]))`);
+    },
     async stop() {
       await proc.stop();
       rmSync(dataDir, { recursive: true, force: true });

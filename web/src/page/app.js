@@ -36,6 +36,8 @@ const ui = {
 };
 
 let running = null; // the AbortController of the transfer in progress
+let heldInMemory = null; // why the file being received is held in memory, or null
+let savingLine = null; // "Saving NAME (SIZE)…" once an offer is accepted: the receiver's status
 // the service worker that streams downloads, registered at once so it is ready: {registration, why}
 const worker = registerWorker();
 
@@ -67,6 +69,8 @@ async function endpoints() {
 function setState(state, message) {
   ui.transfer.dataset.state = state;
   if (message !== undefined) ui.status.textContent = message;
+  ui.status.hidden = false;
+  if (state === "done" || state === "failed") settle(state);
   const busy = state === "waiting" || state === "transferring";
   ui.sendButton.disabled = busy;
   ui.receiveButton.disabled = busy;
@@ -77,6 +81,20 @@ function setState(state, message) {
 function say(text) {
   ui.notice.textContent = text;
   ui.notice.hidden = !text;
+}
+
+// At the end, lines about the transfer in progress ("Saving …", "saved as it arrives") are stale.
+function settle(state) {
+  ui.offer.hidden = true;
+  ui.offerText.textContent = "";
+  if (heldInMemory) {
+    say(state === "done"
+      ? `The file was held in memory until it was complete, then saved: ${heldInMemory}.`
+      : `The file was held in memory: ${heldInMemory}. A file larger than this tab's memory fails.`);
+  } else {
+    say("");
+  }
+  heldInMemory = null;
 }
 
 function clearTransfer() {
@@ -92,6 +110,8 @@ function clearTransfer() {
   ui.progressText.textContent = "";
   ui.receivedBox.hidden = true;
   ui.receivedText.textContent = "";
+  heldInMemory = null;
+  savingLine = null;
   say("");
 }
 
@@ -120,7 +140,8 @@ function failed(error) {
 
 function onState(state) {
   if (state === "waiting") setState("waiting", "Waiting for the other side to enter the code…");
-  else if (state === "transferring") setState("transferring", "Transferring…");
+  // a receiver that accepted keeps its "Saving NAME (SIZE)…" line
+  else if (state === "transferring") setState("transferring", savingLine || "Transferring…");
 }
 
 async function startSend() {
@@ -143,6 +164,10 @@ async function startSend() {
       onCode(code) {
         ui.code.textContent = code;
         ui.codeBox.hidden = false;
+        // the code is what the person needs next: show it (below the fold on a phone, at the
+        // window's bottom edge on a desktop) and put keyboard and screen-reader focus there
+        ui.codeBox.scrollIntoView({ block: "center" });
+        ui.copyCode.focus({ preventScroll: true });
       },
       onState,
       onProgress: progressReporter(),
@@ -162,12 +187,16 @@ function askOffer(offer) {
       ? `The folder ${offer.name.replace(/\.zip$/, "")} (${offer.numFiles} files, ${bytes(offer.numBytes)}), ` +
         `as a zip file ${offer.name} of ${bytes(offer.size)}`
       : `The file ${offer.name} (${bytes(offer.size)})`;
-  ui.status.textContent = "The sender is offering something.";
+  // one line says what is offered (the status line would only repeat it); Accept or Decline
+  // answer it, so Cancel (a decline here) is not shown beside them
+  ui.status.hidden = true;
   ui.offerText.textContent = `${what} is offered. Save it?`;
   ui.offer.hidden = false;
   ui.accept.hidden = false;
   ui.decline.hidden = false;
-  ui.accept.focus();
+  ui.cancel.hidden = true;
+  ui.offer.scrollIntoView({ block: "center" });
+  ui.accept.focus({ preventScroll: true });
   return new Promise((resolve) => {
     let answered = false;
     const answer = (yes) => {
@@ -176,7 +205,12 @@ function askOffer(offer) {
       ui.accept.hidden = true;
       ui.decline.hidden = true;
       ui.accept.onclick = ui.decline.onclick = null;
-      ui.offerText.textContent = yes ? `Saving ${offer.name} (${bytes(offer.size)}).` : `You declined ${offer.name}.`;
+      // the answer replaces the offer: one line again, in the status
+      ui.offer.hidden = true;
+      if (yes) savingLine = `Saving ${offer.name} (${bytes(offer.size)})…`;
+      ui.status.textContent = yes ? savingLine : `You declined ${offer.name}.`;
+      ui.status.hidden = false;
+      ui.cancel.hidden = !yes;
       resolve(yes);
     };
     ui.accept.onclick = () => answer(true);
@@ -193,6 +227,7 @@ async function openSink(offer) {
     // a download cancelled in the browser fails the sink's next write: the core then stops
     return workerSink(registration, offer);
   }
+  heldInMemory = why;
   say(`The file is held in memory until it is complete, then saved: ${why}. A file larger than this tab's memory will fail.`);
   return memorySink(offer);
 }

@@ -39,7 +39,7 @@ export class Meter {
 
 export function progressLine(done, total, rate, left) {
   const parts = [total ? `${bytes(done)} of ${bytes(total)}` : bytes(done)];
-  parts.push(`${(rate / 1e6).toFixed(1)} MB/s`);
+  parts.push(`${(rate / 1048576).toFixed(1)} MiB/s`); // the same unit as the sizes
   if (total) parts.push(`${duration(left)} left`);
   return parts.join(" · ");
 }

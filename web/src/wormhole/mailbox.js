@@ -7,7 +7,9 @@ import { WormholeError } from "./errors.js";
 import { mintHashcashAsync } from "./hashcash.js";
 import { Queue } from "./queue.js";
 
-const CLIENT_VERSION = ["pigeonhole-web", "1"];
+// sent in `bind` as client_version, so an operator's usage figures can tell the page apart
+export const VERSION = "0.1.0";
+const CLIENT_VERSION = ["pigeonhole-web", VERSION];
 const CLOSE_TIMEOUT_MS = 5000;
 
 const serverError = (what) =>
@@ -51,7 +53,7 @@ export class Mailbox {
       mailbox.hangUp();
       throw err;
     }
-    mailbox.send({ type: "bind", appid: mailbox.appid, side });
+    mailbox.send({ type: "bind", appid: mailbox.appid, side, client_version: CLIENT_VERSION });
     return mailbox;
   }
 
