@@ -53,7 +53,9 @@ def downloads_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("web-downloads")
 
 
-@pytest.fixture(scope="session")
+#: per module, not per session: while Playwright's sync API runs, this thread has a
+#: running event loop, which the asyncio tests of other folders cannot share
+@pytest.fixture(scope="module")
 def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
     with sync_api.sync_playwright() as playwright:
