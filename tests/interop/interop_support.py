@@ -199,6 +199,18 @@ class RelayPort(Protocol):
     def port(self) -> int: ...
 
 
+def relay_records(path: Path, table: str) -> list[dict[str, Any]]:
+    """A relay's usage records in `table` of the SQLite file at `path`, oldest first, with
+    the reference's keys (its `result` as `mood`)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        rows = db.execute(
+            "SELECT started, total_time, waiting_time, total_bytes, result"
+            f" FROM {table} ORDER BY rowid"
+        ).fetchall()
+    keys = ("started", "total_time", "waiting_time", "total_bytes", "mood")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
 class TransitRelay(Service):
     """`twist transitrelay` on a free 127.0.0.1 port (its usage database in `workdir`
     when `usage` is true)."""
@@ -225,17 +237,9 @@ class TransitRelay(Service):
         self.start()
 
     def records(self) -> list[dict[str, Any]]:
-        """Its usage records, oldest first, keyed as `relay_support.ServedRelay` keys them."""
+        """Its usage records, oldest first (its database's `usage` table)."""
         assert self.usage_db is not None, "started without a usage database"
-        if not self.usage_db.exists():
-            return []
-        with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
-            rows = db.execute(
-                "SELECT started, total_time, waiting_time, total_bytes, result FROM usage"
-                " ORDER BY rowid"
-            ).fetchall()
-        keys = ("started", "total_time", "waiting_time", "total_bytes", "mood")
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+        return relay_records(self.usage_db, "usage") if self.usage_db.exists() else []
 
     def close(self) -> None:
         self.stop(timeout=10)

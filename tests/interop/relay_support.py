@@ -16,7 +16,6 @@ import contextlib
 import json
 import queue
 import socket
-import sqlite3
 import subprocess
 import threading
 import time
@@ -24,7 +23,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from interop_support import BIN, Forwarder, InteropError, Net, NetNS, RelayPort, kill_tree, tail
+from interop_support import (
+    BIN,
+    Forwarder,
+    InteropError,
+    Net,
+    NetNS,
+    RelayPort,
+    kill_tree,
+    relay_records,
+    tail,
+)
 
 import process_support
 
@@ -66,13 +75,7 @@ class ServedRelay:
 
     def records(self) -> list[Record]:
         """Every usage record committed so far, oldest first, with the reference's keys."""
-        with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
-            rows = db.execute(
-                "SELECT started, total_time, waiting_time, total_bytes, result FROM transit"
-                " ORDER BY rowid"
-            ).fetchall()
-        keys = ("started", "total_time", "waiting_time", "total_bytes", "mood")
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+        return relay_records(self.usage_db, "transit")
 
     def log_text(self) -> str:
         return self.server.log_text()

@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
@@ -70,10 +71,10 @@ def nodes(
                 node.stop(signal.SIGTERM)
 
 
-def waiting_value(url: str, what: str) -> object:
+def waiting_value(url: str, what: str) -> Any:
     """One value (`what`, an SQL expression) over the waiting rows, read in a fresh connection."""
 
-    async def fetch() -> object:
+    async def fetch() -> Any:
         conn = await asyncpg.connect(url)
         try:
             return await conn.fetchval(f"SELECT {what} FROM channel.transit_waiting")
@@ -84,7 +85,7 @@ def waiting_value(url: str, what: str) -> object:
 
 
 def waiting_rows(url: str) -> int:
-    return int(str(waiting_value(url, "count(*)")))
+    return int(waiting_value(url, "count(*)"))
 
 
 async def rows_become(url: str, wanted: int, timeout: float = 10.0) -> None:

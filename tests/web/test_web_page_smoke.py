@@ -13,22 +13,12 @@ from typing import Any
 
 import pytest
 from web_page_support import open_page, serve_page
+from web_support import TESTIDS
 
 from process_support import ServeProcess
 
 pytestmark = pytest.mark.slow
 
-TESTIDS = (
-    "send-text",
-    "send-file",
-    "send-button",
-    "code",
-    "receive-code",
-    "receive-button",
-    "accept-button",
-    "received-text",
-    "transfer",
-)
 CONTROLS = "button, input, textarea, select, [tabindex]"
 
 
@@ -49,20 +39,20 @@ def test_web_page_loads_clean_with_the_automation_contract(
         page = tab.page
         assert page.title().startswith("Wormhole")
         for testid in TESTIDS:
-            assert tab.by(testid).count() == 1, testid
+            assert tab.by_id(testid).count() == 1, testid
         assert tab.state() == "idle"
-        assert tab.by("code").inner_text() == ""
-        assert not tab.by("accept-button").is_visible()
-        assert tab.by("send-text").evaluate("e => e.tagName") == "TEXTAREA"
-        assert tab.by("send-file").get_attribute("type") == "file"
-        assert tab.by("receive-code").evaluate("e => e.tagName") == "INPUT"
+        assert tab.by_id("code").inner_text() == ""
+        assert not tab.by_id("accept-button").is_visible()
+        assert tab.by_id("send-text").evaluate("e => e.tagName") == "TEXTAREA"
+        assert tab.by_id("send-file").get_attribute("type") == "file"
+        assert tab.by_id("receive-code").evaluate("e => e.tagName") == "INPUT"
         # the one plain line about trust
         assert "trust its operator" in page.locator("#trust").inner_text()
         # nothing wider than the window (no sideways scrolling on a phone)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= viewport["width"], width
         # the page's scripts ran (the buttons are wired: an empty send is explained)
-        tab.by("send-button").click()
+        tab.by_id("send-button").click()
         tab.wait_state("failed")
         assert "type a text or choose a file" in tab.status()
         assert tab.clean() == []
@@ -118,7 +108,7 @@ def test_web_page_works_from_the_keyboard(browser: Any, page_server: ServeProces
             page.keyboard.press("Tab")
             order.append(page.evaluate("document.activeElement.dataset.testid || ''"))
         assert order == ["send-text", "send-file", "send-button", "receive-code", "receive-button"]
-        tab.by("receive-code").focus()
+        tab.by_id("receive-code").focus()
         page.keyboard.type("7-gui")
         options = page.evaluate(
             "[...document.getElementById('code-words').options].map(o => o.value)"
@@ -130,8 +120,8 @@ def test_web_page_works_from_the_keyboard(browser: Any, page_server: ServeProces
             "[...document.getElementById('code-words').options].map(o => o.value)"
         )
         assert options == ["7-guitarist-revenge"]
-        tab.by("receive-code").fill("guitarist revenge")
-        tab.by("receive-code").press("Enter")
+        tab.by_id("receive-code").fill("guitarist revenge")
+        tab.by_id("receive-code").press("Enter")
         tab.wait_state("failed")
         assert "starts with a number" in tab.status()
         assert tab.clean() == []
@@ -156,12 +146,12 @@ def test_web_page_a_dropped_file_is_the_file_to_send(
         page.dispatch_event("h1", "dragover", {"dataTransfer": dropped})
         page.dispatch_event("h1", "drop", {"dataTransfer": dropped})
         assert page.url.endswith("/")
-        assert tab.by("send-file").evaluate("i => i.files[0].name") == "dropped.txt"
+        assert tab.by_id("send-file").evaluate("i => i.files[0].name") == "dropped.txt"
         assert "dropped.txt (5 B)" in page.locator("#file-chosen").inner_text()
         remove = page.get_by_role("button", name="Remove the file")
         remove.focus()
         page.keyboard.press("Enter")
-        assert tab.by("send-file").evaluate("i => i.files.length") == 0
+        assert tab.by_id("send-file").evaluate("i => i.files.length") == 0
         assert not remove.is_visible()
         assert tab.clean() == []
     finally:
@@ -205,14 +195,14 @@ def test_web_page_after_send_the_code_is_in_view_large_with_focus_on_copy(
     try:
         page = tab.page
         assert not page.evaluate(IN_VIEW, "transfer-title")
-        tab.by("send-text").fill("the code must be seen")
-        tab.by("send-button").click()
-        code = tab.wait_code()
+        tab.by_id("send-text").fill("the code must be seen")
+        tab.by_id("send-button").click()
+        code = tab.code()
         assert page.evaluate(IN_VIEW, "code"), f"the code {code} is out of view at {viewport}"
         assert page.evaluate(IN_VIEW, "copy-code")
         assert page.evaluate("document.activeElement.id") == "copy-code"
         assert page.locator("#copy-code").get_attribute("aria-describedby") == "code"
-        size = tab.by("code").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+        size = tab.by_id("code").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
         assert size >= 32, f"the code is {size} px at {viewport['width']} px"
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
         page.get_by_role("button", name="Cancel").click()
@@ -225,10 +215,10 @@ def test_web_page_after_send_the_code_is_in_view_large_with_focus_on_copy(
 def test_web_page_cancel_while_waiting(browser: Any, page_server: ServeProcess) -> None:
     context, tab = open_page(browser, page_server)
     try:
-        tab.by("send-text").fill("never received")
-        tab.by("send-button").click()
+        tab.by_id("send-text").fill("never received")
+        tab.by_id("send-button").click()
         tab.wait_state("waiting")
-        tab.wait_code()
+        tab.code()
         cancel = tab.page.get_by_role("button", name="Cancel")
         cancel.focus()
         tab.page.keyboard.press("Enter")

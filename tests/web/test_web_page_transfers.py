@@ -38,12 +38,12 @@ def test_web_page_decline_and_progress_between_two_pages(
     sending, sender = open_page(browser, page_server)
     receiving, receiver = open_page(browser, page_server)
     try:
-        sender.by("send-file").set_input_files(str(source))
-        sender.by("send-button").click()
-        code = sender.wait_code()
-        receiver.by("receive-code").fill(code)
-        receiver.by("receive-button").click()
-        receiver.by("accept-button").wait_for(state="visible")
+        sender.by_id("send-file").set_input_files(str(source))
+        sender.by_id("send-button").click()
+        code = sender.code()
+        receiver.by_id("receive-code").fill(code)
+        receiver.by_id("receive-button").click()
+        receiver.by_id("accept-button").wait_for(state="visible")
         offer = receiver.page.locator("#offer-text").inner_text()
         assert "figures.bin" in offer and "6.0 MiB" in offer
         # one offer line (no status line repeating it), answered by Accept or Decline only
@@ -57,15 +57,8 @@ def test_web_page_decline_and_progress_between_two_pages(
         assert "declin" in sender.status().lower() or "reject" in sender.status().lower()
 
         sender.page.get_by_role("button", name="Start over").click()
-        sender.by("send-button").click()
-        receiver.by("receive-code").fill(sender.wait_code())
-        receiver.by("receive-button").click()
-        with receiver.page.expect_download() as download:
-            receiver.by("accept-button").click()
-        receiver.wait_state("done")
-        sender.wait_state("done")
         saved = tmp_path / "saved.bin"
-        download.value.save_as(saved)
+        send_file_between(sender, receiver, source, saved)
         assert saved.read_bytes() == source.read_bytes()
         for tab in (sender, receiver):
             figures = tab.page.locator("#progress-text").inner_text()
@@ -145,12 +138,12 @@ def test_web_page_over_https_uses_wss(browser: Any, tls_server: Service, tmp_pat
         tabs.append(tab)
     sender, receiver = tabs
     try:
-        sender.by("send-text").fill("over tls")
-        sender.by("send-button").click()
-        receiver.by("receive-code").fill(sender.wait_code())
-        receiver.by("receive-button").click()
+        sender.by_id("send-text").fill("over tls")
+        sender.by_id("send-button").click()
+        receiver.by_id("receive-code").fill(sender.code())
+        receiver.by_id("receive-button").click()
         receiver.wait_state("done")
-        assert receiver.by("received-text").inner_text() == "over tls"
+        assert receiver.by_id("received-text").inner_text() == "over tls"
         source = tmp_path / "tls.bin"
         source.write_bytes(bytes(range(256)) * 2048)
         sender.page.get_by_role("button", name="Start over").click()
@@ -172,13 +165,13 @@ def test_web_page_mints_hashcash_when_the_server_requires_it(browser: Any, tmp_p
         sending, sender = open_page(browser, server)
         receiving, receiver = open_page(browser, server)
         try:
-            sender.by("send-text").fill("paid for")
-            sender.by("send-button").click()
-            receiver.by("receive-code").fill(sender.wait_code())
-            receiver.by("receive-button").click()
+            sender.by_id("send-text").fill("paid for")
+            sender.by_id("send-button").click()
+            receiver.by_id("receive-code").fill(sender.code())
+            receiver.by_id("receive-button").click()
             receiver.wait_state("done")
             sender.wait_state("done")
-            assert receiver.by("received-text").inner_text() == "paid for"
+            assert receiver.by_id("received-text").inner_text() == "paid for"
             assert sender.clean() == [] and receiver.clean() == []
             direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
             with direct.open(f"http://127.0.0.1:{server.port}/metrics") as answer:
@@ -203,12 +196,12 @@ def test_web_page_a_download_cancelled_in_the_browser_stops_both_pages(
     sending, sender = open_page(browser, page_server)
     receiving, receiver = open_page(browser, page_server)
     try:
-        sender.by("send-file").set_input_files(str(source))
-        sender.by("send-button").click()
-        receiver.by("receive-code").fill(sender.wait_code())
-        receiver.by("receive-button").click()
+        sender.by_id("send-file").set_input_files(str(source))
+        sender.by_id("send-button").click()
+        receiver.by_id("receive-code").fill(sender.code())
+        receiver.by_id("receive-button").click()
         with receiver.page.expect_download() as download:
-            receiver.by("accept-button").click()
+            receiver.by_id("accept-button").click()
         download.value.cancel()
         receiver.wait_state("failed")
         sender.wait_state("failed")

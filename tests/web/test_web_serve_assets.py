@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from web_support import TESTIDS
 
 from pigeonhole.web.serving import ASSETS, Site, WebPage, accepts_html, load_assets
 
@@ -69,17 +70,7 @@ def test_web_serve_index_has_no_inline_code_and_only_own_files() -> None:
 
 def test_web_serve_index_has_the_automation_contract() -> None:
     page = (ASSETS / "index.html").read_text()
-    for testid in (
-        "send-text",
-        "send-file",
-        "send-button",
-        "code",
-        "receive-code",
-        "receive-button",
-        "accept-button",
-        "received-text",
-        "transfer",
-    ):
+    for testid in TESTIDS:
         assert f'data-testid="{testid}"' in page, testid
     assert re.search(r'data-testid="transfer"[^>]*data-state="idle"', page, re.S)
 

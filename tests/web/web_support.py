@@ -115,6 +115,20 @@ def launch_chromium(playwright: Any, downloads: Path, debug_port: int) -> Any:
     )
 
 
+#: the automation contract's `data-testid`s (docs/web.md)
+TESTIDS = (
+    "send-text",
+    "send-file",
+    "send-button",
+    "code",
+    "receive-code",
+    "receive-button",
+    "accept-button",
+    "received-text",
+    "transfer",
+)
+
+
 class PageFailed(AssertionError):
     """The page reached `failed` where it should not have (the message says what it showed)."""
 
