@@ -86,24 +86,28 @@ async def test_fifty_pairs_at_once_lose_no_byte(sender: str, receiver: str) -> N
         assert {r.result for r in relay.records} == {Mood.HAPPY}
 
 
-async def test_a_pair_without_descriptors_for_pipes_goes_through_python(relay: Relay) -> None:
-    """Out of file descriptors when a pair meets: no splice pipes, the bytes still flow."""
+async def test_a_pair_without_descriptors_for_pipes_copies_through_python(relay: Relay) -> None:
+    """Out of file descriptors when a pair meets and moves: no pipe can be made, so each
+    move copies a slice through Python; every byte still flows."""
     tok = token()
     a, b = await relay.tcp(), await relay.tcp()
     await a.send(line(tok, side()))
     await asyncio.sleep(0.1)  # both accepted: no descriptor is needed from here on
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))
+    open_now = len(os.listdir("/proc/self/fd")) - 1  # less the listing's own
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_now, hard))
     try:
         await b.send(line(tok, side()))
         assert (await a.read(5), await b.read(5)) == (b"ok\n", b"ok\n")
         data = os.urandom(2 * MIB)
-        sending = asyncio.create_task(send_and_close(a, data))
-        assert await b.read_all(30) == data
+        sending = asyncio.create_task(a.send(data))
+        assert await b.read_exactly(len(data), 30) == data
         await sending
+        assert relay.relay.hub.pipes.created == 0  # no pipe was ever had
+        await a.close()
+        assert await b.read_all(10) == b""
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert not relay.relay.hub._pumps
 
 
 @pytest.mark.parametrize(("sender", "receiver"), [("tcp", "ws"), ("ws", "tcp"), ("tcp", "tcp")])
@@ -144,20 +148,39 @@ class PeakPages(splice.PipePages):
 
 
 @pytest.mark.parametrize("limit", [None, 48], ids=["no-limit", "tight-limit"])
-async def test_splice_pipes_grow_within_the_page_account_and_give_it_back(
+async def test_splice_pipes_are_as_large_as_the_page_account_allows_and_come_back(
     monkeypatch: pytest.MonkeyPatch, limit: int | None
 ) -> None:
-    """A fast TCP pair's pipe grows to the direction's bound (128 pages) when pages are
-    free; under a tight account it grows no further than the account allows; every
-    byte goes either way, and the pages come back when the pair ends."""
+    """A lent pipe is made at the direction's bound (128 pages) when pages are free, no
+    larger than the account allows under a tight one; every byte goes either way, and
+    the pages come back when the relay stops."""
     pages = PeakPages(limit)
     monkeypatch.setattr(splice, "PIPE_PAGES", pages)
     async with Relay(TransitConfig()) as relay:
         await transfer(relay, "tcp", "tcp", 16 * MIB)
         await relay.settle()
-    first = splice.FIRST_PIPE_BYTES // splice.PAGE
-    if limit is None:  # both pipes at first, one grown to 512 KiB
-        assert pages.peak >= first + 512 * 1024 // splice.PAGE
+    if limit is None:
+        assert pages.peak >= 512 * 1024 // splice.PAGE
     else:
-        assert 2 * first <= pages.peak <= limit
+        assert 64 * 1024 // splice.PAGE <= pages.peak <= limit
     assert pages.used == 0
+
+
+async def test_pairs_one_after_another_reuse_the_same_pipes() -> None:
+    """A flow gives its pipe back once it is empty: ten pairs, one after another, are
+    served by the pipes the first one made (two at most: one per direction)."""
+    async with Relay(TransitConfig()) as relay:
+        for _ in range(10):
+            await transfer(relay, "tcp", "tcp", 1 * MIB)
+        await relay.settle()
+        assert 1 <= relay.relay.hub.pipes.created <= 2
+
+
+async def test_many_fast_pairs_at_once_need_few_pipes() -> None:
+    """Thirty pairs at once whose receivers keep up: pipes hold bytes only between the
+    two splices of a move, so far fewer than the sixty a pipe per direction would take."""
+    async with Relay(TransitConfig()) as relay:
+        await asyncio.gather(*(transfer(relay, "tcp", "tcp", 4 * MIB) for _ in range(30)))
+        await relay.settle()
+        assert {r.result for r in relay.records} == {Mood.HAPPY}
+        assert relay.relay.hub.pipes.created < 60

@@ -21,7 +21,7 @@ from pigeonhole.transit.core import OK, TransitCore
 from pigeonhole.transit.endpoint import Endpoint
 from pigeonhole.transit.party import Party, Phase, Step
 from pigeonhole.transit.peers import Directory, Found, handshake_line, new_ticket
-from pigeonhole.transit.splice import SplicePump
+from pigeonhole.transit.splice import PipePool, SplicePump
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.usage import UsageSink
 
@@ -47,6 +47,8 @@ class Hub:
         self.core = TransitCore(config, usage, time.time())
         self.splice = splice
         self._pumps: dict[Party, SplicePump] = {}
+        #: the pipes splice pumps borrow for their moves
+        self.pipes = PipePool(config.direction_buffer_bytes)
         self.live: set[Party] = set()
         self._sweeper = self.loop.call_later(config.sweep_interval, self._sweep)
 
@@ -152,15 +154,11 @@ class Hub:
         assert waiter is not None
         a, b = waiter.endpoint, newcomer.endpoint
         if self.splice and isinstance(a, TcpEndpoint) and isinstance(b, TcpEndpoint):
-            try:
-                heads = (OK, OK + payload) if greet else (b"", b"")
-                pump = SplicePump(self, a, b, heads)
-            except OSError:  # no descriptors for its pipes: this pair goes through Python
-                pass
-            else:
-                self._pumps[waiter] = self._pumps[newcomer] = pump
-                pump.start()
-                return
+            heads = (OK, OK + payload) if greet else (b"", b"")
+            pump = SplicePump(self, a, b, heads)
+            self._pumps[waiter] = self._pumps[newcomer] = pump
+            pump.start()
+            return
         if greet:
             a.write(OK + payload)
             b.write(OK)
@@ -271,5 +269,6 @@ class Hub:
         for pump in set(self._pumps.values()):
             pump.close()
         self._pumps.clear()
+        self.pipes.close()
         for party in list(self.live):
             party.endpoint.abort()

@@ -1,12 +1,12 @@
 """TCP<->TCP pairs: bytes move socket -> pipe -> socket in the kernel (`os.splice`).
 
-How, and why on the event loop. Each direction of a pair has a pipe. When the sending
-socket is readable, one non-blocking `splice` moves what it holds (up to the pipe's size)
-into the pipe and a second moves the pipe into the receiving socket; if the receiver's
-socket is full, reading stops until it is writable and the pipe has emptied
-(back-pressure: the sender's kernel buffers fill and its TCP window closes). The bytes
-never enter Python: a callback costs two system calls whatever the size moved, so relay
-CPU is ~0.2 s per GB instead of ~0.6 s for a copying asyncio relay.
+How, and why on the event loop. When a pair's sending socket is readable, one
+non-blocking `splice` moves what it holds (up to a pipe's size) into a pipe and a second
+moves the pipe into the receiving socket; if the receiver's socket is full, reading stops
+until it is writable and the pipe has emptied (back-pressure: the sender's kernel buffers
+fill and its TCP window closes). The bytes never enter Python: a callback costs two
+system calls whatever the size moved, so relay CPU is ~0.2 s per GB instead of ~0.6 s
+for a copying asyncio relay.
 
 The alternative, a worker thread per direction with blocking `splice`, releases the GIL
 during each call but must take it back after every call: with many pairs those threads
@@ -14,21 +14,23 @@ contend with the event loop for the GIL, and a thread that wants it makes the lo
 it over every switch interval (5 ms), exactly the latency a mailbox exchange on the same
 loop would feel; threads also cost a stack each. Readiness callbacks instead run in the
 loop's turn like any other I/O, each does a bounded amount of work (two system calls, no
-byte copies), and a pair costs two pipes and no thread. A relay under heavy load then
-shares the loop's core fairly, callback by callback, with the mailbox's callbacks.
+byte copies), and a pair costs no thread. A relay under heavy load then shares the
+loop's core fairly, callback by callback, with the mailbox's callbacks.
 
-The pipe is the only buffer the server holds for a direction: at most
-`direction_buffer_bytes`. Its size sets how much one callback moves, so it sets the cost
-per GB (measured, 100 pairs: ~0.25 s/GB with 512 KiB pipes, ~0.8 with 64 KiB, ~2.7 with
-8 KiB). But pipe memory is limited per user: without CAP_SYS_RESOURCE (the systemd unit's
-DynamicUser), once a user's pipes hold `fs.pipe-user-pages-soft` pages (16384: 64 MiB)
-F_SETPIPE_SZ fails and every new pipe gets 2 pages (8 KiB). So a pipe starts at the
-system's default size (or the bound, if smaller) and doubles, up to the bound, each time
-one move fills at least half of it or `dst` cannot take all it holds (a fast flow, or a
-receiver slower than its sender: bigger moves then), while the pipes of this process stay
-within `PipePages`, 7/8 of that limit: fast flows get big pipes, slow ones
-keep small ones, and new pipes keep their default size. With many fast pairs at once an
-operator raises `fs.pipe-user-pages-soft` (docs/transit.md).
+Pipes are lent, not owned. A pipe's size sets how much one callback moves, so it sets
+the cost per GB (measured, 100 pairs: ~0.25 s/GB with 512 KiB pipes, ~0.8 with 64 KiB,
+~2.7 with 8 KiB). But pipe memory is limited per user: without CAP_SYS_RESOURCE (the
+systemd unit's DynamicUser), once a user's pipes hold `fs.pipe-user-pages-soft` pages
+(16384: 64 MiB) F_SETPIPE_SZ fails and every new pipe gets 2 pages (8 KiB), so two pipes
+of the full size for each of 100 pairs cannot be had. A pipe holds bytes only between
+the two splices of a move, though, and on one event loop only the flows whose receiver
+is full keep bytes in theirs. So a flow borrows a pipe from its relay's `PipePool` when
+it moves and gives it back as soon as it is empty: a relay whose receivers keep up
+needs a handful of full-size pipes for any number of pairs, and only a flow held up by
+its receiver keeps one (its buffer, at most `direction_buffer_bytes`). Pipes are made
+at that size while the process's pipes stay within `PipePages` (7/8 of the user's
+limit), smaller past it; with no descriptor left for a pipe, a move copies one slice
+through Python instead.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ MOVES_PER_CALL = 4
 
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-#: the size of a new pipe (the kernel's default), before it grows
+#: bytes one move copies through Python when no descriptor is left for a pipe
 FIRST_PIPE_BYTES = 64 * 1024
+#: empty pipes a relay keeps for the next moves (more are closed when given back)
+KEEP_FREE_PIPES = 8
 #: the capabilities that lift the per-user pipe limit (CAP_SYS_ADMIN, CAP_SYS_RESOURCE)
 UNLIMITED_CAPS = (1 << 21) | (1 << 24)
 
@@ -99,28 +103,79 @@ class PipePages:
 PIPE_PAGES = PipePages(pipe_page_limit())
 
 
-def make_pipe(size: int) -> tuple[int, int, int]:
-    """A non-blocking pipe of about `size` bytes: (read end, write end, its capacity)."""
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(w, F_SETPIPE_SZ, size)
-    return r, w, fcntl.fcntl(w, F_GETPIPE_SZ)
+class Pipe:
+    """A non-blocking pipe: its two ends and its capacity in bytes."""
+
+    __slots__ = ("capacity", "r", "w")
+
+    def __init__(self, r: int, w: int, capacity: int) -> None:
+        self.r, self.w, self.capacity = r, w, capacity
+
+    def close(self) -> None:
+        os.close(self.r)
+        os.close(self.w)
+        PIPE_PAGES.give_back(self.capacity // PAGE)
+
+
+class PipePool:
+    """The empty pipes of one relay, lent to a flow for a move and given back empty."""
+
+    __slots__ = ("_free", "created", "keep", "size")
+
+    def __init__(self, size: int, keep: int = KEEP_FREE_PIPES) -> None:
+        #: the size pipes are made at (a direction's buffer bound), pages permitting
+        self.size = size
+        self.keep = keep
+        self._free: list[Pipe] = []
+        #: pipes made so far (each lent again and again)
+        self.created = 0
+
+    def borrow(self) -> Pipe:
+        """An empty pipe; OSError when no descriptor is left for a new one."""
+        if self._free:
+            return self._free.pop()
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.created += 1
+        capacity = fcntl.fcntl(w, F_GETPIPE_SZ)
+        PIPE_PAGES.take(capacity // PAGE, needed=True)
+        want = self.size
+        if want > capacity:  # as large as the page account allows
+            while want > capacity and not PIPE_PAGES.take((want - capacity) // PAGE):
+                want //= 2
+            want = max(want, capacity)
+        if want != capacity:
+            with contextlib.suppress(OSError):  # refused: the pipe keeps its size
+                fcntl.fcntl(w, F_SETPIPE_SZ, want)
+            got = fcntl.fcntl(w, F_GETPIPE_SZ)
+            PIPE_PAGES.give_back((max(want, capacity) - got) // PAGE)
+            capacity = got
+        return Pipe(r, w, capacity)
+
+    def give_back(self, pipe: Pipe) -> None:
+        """Take back an empty pipe (kept for the next move, or closed)."""
+        if len(self._free) < self.keep:
+            self._free.append(pipe)
+        else:
+            pipe.close()
+
+    def close(self) -> None:
+        for pipe in self._free:
+            pipe.close()
+        self._free.clear()
 
 
 class Flow:
-    """One direction of a pair: `src`'s bytes into the pipe and out to `dst`."""
+    """One direction of a pair: `src`'s bytes through a lent pipe out to `dst`."""
 
     __slots__ = (
-        "_bound",
-        "_capacity",
         "_head",
         "_in_pipe",
         "_loop",
+        "_pipe",
+        "_pool",
         "_pump",
-        "_r",
         "_reading",
         "_timer",
-        "_w",
         "_writing",
         "dst",
         "eof",
@@ -130,12 +185,13 @@ class Flow:
     def __init__(self, pump: SplicePump, src: TcpEndpoint, dst: TcpEndpoint, head: bytes) -> None:
         self._pump = pump
         self._loop = pump.loop
+        self._pool = pump.pipes
         self.src, self.dst = src, dst
-        self._bound = pump.pipe_bytes
-        self._r, self._w, self._capacity = make_pipe(min(self._bound, FIRST_PIPE_BYTES))
-        PIPE_PAGES.take(self._capacity // PAGE, needed=True)
+        #: the pipe lent for the move under way (None between moves)
+        self._pipe: Pipe | None = None
         self._in_pipe = 0
-        #: bytes the relay says first to `dst` (`ok\n`, then what `src` sent with its line)
+        #: bytes the relay says first to `dst` (`ok\n`, then what `src` sent with its
+        #: line), and a slice copied through Python when no pipe could be had
         self._head = memoryview(head) if head else None
         self._reading = self._writing = False
         self.eof = False
@@ -167,67 +223,71 @@ class Flow:
 
     def _on_readable(self) -> None:
         """Socket -> pipe -> socket, again while the pipe filled and emptied (a fast pair
-        moves several pipes' worth per wakeup), at most MOVES_PER_CALL times (fairness)."""
+        moves several pipes' worth per wakeup), at most MOVES_PER_CALL times (fairness);
+        the pipe goes back to the pool whenever it is empty."""
         party = self.src.party
         assert party is not None
         bucket = party.bucket
-        for _ in range(MOVES_PER_CALL):
-            room = self._capacity
-            if bucket is not None:
-                now = time.time()  # the core's clock, which made the bucket
-                room = min(room, bucket.allowance(now))
-                if room <= 0:
-                    self._read_off()
-                    self._timer = self._loop.call_later(bucket.delay(now), self._read_on)
-                    return
-            try:
-                moved = os.splice(self.src.fd, self._w, room, flags=FLAGS)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                moved = 0  # a reset: as EOF, what is in the pipe still goes
-            if not moved:
-                self.eof = True
-                self._read_off()
-                self._pump.source_ended(self)
-                self._drain()
-                return
-            self._in_pipe += moved
-            if 2 * moved >= self._capacity and self._capacity < self._bound:
-                self._grow()
-            if bucket is not None:
-                bucket.spend(moved)
-            step = self._pump.core_relayed(party, moved)
-            if step is not None:
-                self._pump.run(step)
-                return
-            if not self._drain():
-                self._read_off()  # resumed once the pipe has emptied into `dst`
-                if self._capacity < self._bound:
-                    self._grow()  # the next round after `dst` drained moves more
-                return
-            if moved < room:  # the socket is (very likely) empty: wait for more
-                return
-
-    def _grow(self) -> None:
-        """Double the pipe (a fast flow), within the bound and PIPE_PAGES."""
-        old = self._capacity
-        new = min(self._bound, 2 * old)
-        if not PIPE_PAGES.take((new - old) // PAGE):
-            return
         try:
-            fcntl.fcntl(self._w, F_SETPIPE_SZ, new)
-            self._capacity = fcntl.fcntl(self._w, F_GETPIPE_SZ)
-        except OSError:  # refused (the user's limit): this pipe keeps its size
-            self._bound = old
-        PIPE_PAGES.give_back((new - self._capacity) // PAGE)
+            for _ in range(MOVES_PER_CALL):
+                pipe = self._pipe
+                if pipe is None:
+                    with contextlib.suppress(OSError):  # no descriptor: copy this slice
+                        pipe = self._pipe = self._pool.borrow()
+                room = pipe.capacity if pipe is not None else FIRST_PIPE_BYTES
+                if bucket is not None:
+                    now = time.time()  # the core's clock, which made the bucket
+                    room = min(room, bucket.allowance(now))
+                    if room <= 0:
+                        self._read_off()
+                        self._timer = self._loop.call_later(bucket.delay(now), self._read_on)
+                        return
+                try:
+                    if pipe is not None:
+                        moved = os.splice(self.src.fd, pipe.w, room, flags=FLAGS)
+                        self._in_pipe += moved
+                    else:
+                        data = self.src.sock.recv(room)
+                        moved = len(data)
+                        self._head = memoryview(data) if data else None
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    moved = 0  # a reset: as EOF, what is in the pipe still goes
+                if not moved:
+                    self.eof = True
+                    self._read_off()
+                    self._pump.source_ended(self)
+                    self._drain()
+                    return
+                if bucket is not None:
+                    bucket.spend(moved)
+                step = self._pump.core_relayed(party, moved)
+                if step is not None:
+                    self._pump.run(step)
+                    return
+                if not self._drain():
+                    self._read_off()  # resumed once the pipe has emptied into `dst`
+                    return
+                if moved < room:  # the socket is (very likely) empty: wait for more
+                    return
+        finally:
+            self._return_pipe()
+
+    def _return_pipe(self) -> None:
+        """Give an empty lent pipe back to the pool."""
+        pipe = self._pipe
+        if pipe is not None and not self._in_pipe:
+            self._pipe = None
+            self._pool.give_back(pipe)
 
     def _on_writable(self) -> None:
         if self._drain():
+            self._return_pipe()
             self._read_on()
 
     def _drain(self) -> bool:
-        """Move the pipe (and the head) into `dst`; True once all of it has gone."""
+        """Move the head and the pipe into `dst`; True once all of it has gone."""
         try:
             if self._head is not None:
                 sent = self.dst.sock.send(self._head)
@@ -235,8 +295,10 @@ class Flow:
                 if self._head is not None:
                     self._write_on()
                     return False
+            pipe = self._pipe
             while self._in_pipe:
-                self._in_pipe -= os.splice(self._r, self.dst.fd, self._in_pipe, flags=FLAGS)
+                assert pipe is not None
+                self._in_pipe -= os.splice(pipe.r, self.dst.fd, self._in_pipe, flags=FLAGS)
         except (BlockingIOError, InterruptedError):
             self._write_on()
             return False
@@ -263,29 +325,28 @@ class Flow:
             self._timer.cancel()
 
     def close(self) -> None:
+        """Stop; an empty pipe goes back to the pool, one with bytes still in it closes."""
         self.stop()
-        if self._r >= 0:
-            os.close(self._r)
-            os.close(self._w)
-            self._r = self._w = -1
-            PIPE_PAGES.give_back(self._capacity // PAGE)
+        pipe = self._pipe
+        if pipe is not None:
+            self._pipe = None
+            if self._in_pipe:
+                self._in_pipe = 0
+                pipe.close()
+            else:
+                self._pool.give_back(pipe)
 
 
 class SplicePump:
     """Both directions of one TCP<->TCP pair; ends the pair when a side has ended."""
 
-    __slots__ = ("_hub", "flows", "loop", "pipe_bytes")
+    __slots__ = ("_hub", "flows", "loop", "pipes")
 
     def __init__(self, hub: PumpHub, a: TcpEndpoint, b: TcpEndpoint, heads: tuple[bytes, bytes]):
         self._hub = hub
         self.loop = hub.loop
-        self.pipe_bytes = hub.config.direction_buffer_bytes
-        forward = Flow(self, a, b, heads[0])  # OSError (out of descriptors): no pump
-        try:
-            self.flows = (forward, Flow(self, b, a, heads[1]))
-        except OSError:
-            forward.close()
-            raise
+        self.pipes = hub.pipes
+        self.flows = (Flow(self, a, b, heads[0]), Flow(self, b, a, heads[1]))
         a.detach()
         b.detach()
 
@@ -332,6 +393,7 @@ class PumpHub(typing.Protocol):
     loop: asyncio.AbstractEventLoop
     config: TransitConfig
     core: TransitCore
+    pipes: PipePool
 
     def run(self, step: Step) -> None: ...
 
