@@ -98,6 +98,9 @@ class Loop {
     if (this.bytes.length < n) throw new Error("short");
     return Uint8Array.from(this.bytes.splice(0, n));
   }
+  get buffered() {
+    return this.bytes.length;
+  }
 }
 
 test("records: Python's transit Connection decrypts ours and we decrypt Python's, in order", async () => {

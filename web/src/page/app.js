@@ -40,6 +40,13 @@ let heldInMemory = null; // why the file being received is held in memory, or nu
 let savingLine = null; // "Saving NAME (SIZE)…" once an offer is accepted: the receiver's status
 // the service worker that streams downloads, registered at once so it is ready: {registration, why}
 const worker = registerWorker();
+// the dedicated worker that carries the relay's bytes and their encryption, started on first use
+let transitWorker = null;
+function startTransitWorker() {
+  if (typeof Worker !== "function") return null; // the core then does it on this thread
+  transitWorker ??= new Worker("/web/transit-worker.js", { type: "module", name: "transit" });
+  return transitWorker;
+}
 
 class PageError extends Error {}
 
@@ -57,6 +64,7 @@ async function endpoints() {
   const ws = location.protocol === "https:" ? "wss:" : "ws:";
   return {
     appid: config.appid,
+    transitWorker: startTransitWorker,
     mailboxUrl: `${ws}//${location.host}${config.mailbox}`,
     transitUrl: config.transit ? `${ws}//${location.host}${config.transit}` : null,
     // the TCP relay for CLI peers: this page's host (an IPv6 literal without its brackets)
