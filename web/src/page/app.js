@@ -51,6 +51,7 @@ function startTransitWorker() {
 class PageError extends Error {}
 
 async function endpoints() {
+  startTransitWorker(); // its script loads while the mailbox connects
   let response;
   try {
     response = await fetch("/web/config.json", { cache: "no-cache" });
@@ -125,7 +126,12 @@ function clearTransfer() {
 
 function progressReporter() {
   const meter = new Meter();
+  let shown = 0;
   return ({ done, total }) => {
+    // a few times a second is enough for a person, and spares the tab's rendering
+    const now = performance.now();
+    if (done !== total && done !== 0 && now - shown < 200) return;
+    shown = now;
     const { rate, left } = meter.update(done, total);
     ui.progressBox.hidden = false;
     ui.progress.max = total || 1;

@@ -50,14 +50,16 @@ export class RecordPipe {
     this.received = 0;
   }
 
-  // length || nonce || box for each record, into `out` at `at`; returns the end.
+  // length || nonce || box of one record, built in `out` at `at`; returns the end. The box
+  // is sealed in place: noble's encrypt(plaintext, output) uses output's first 16 bytes as
+  // scratch (here where the nonce goes, written after) and leaves tag || ciphertext after.
   _seal(plaintext, out, at) {
     const nonce = recordNonce(this.sent++);
-    const box = xsalsa20poly1305(this.sendKey, nonce).encrypt(plaintext);
-    new DataView(out.buffer, out.byteOffset).setUint32(at, 24 + box.length);
+    const end = at + 28 + 16 + plaintext.length;
+    xsalsa20poly1305(this.sendKey, nonce).encrypt(plaintext, out.subarray(at + 12, end));
+    new DataView(out.buffer, out.byteOffset).setUint32(at, end - at - 4);
     out.set(nonce, at + 4);
-    out.set(box, at + 28);
-    return at + 28 + box.length;
+    return end;
   }
 
   async send(plaintext) {
