@@ -6,8 +6,9 @@
 // Messages on one MessagePort per transfer (page -> worker): {op: "connect", ...},
 // {op: "data", bytes} (records to send, its buffer transferred), {op: "stream", limit}
 // (send me up to `limit` bytes of plaintext as they come), {op: "taken", bytes} (credit),
-// {op: "receive"} (one record), {op: "drain"}, {op: "close"}. Worker -> page: "connected",
-// "sent" (bytes written), "data" (plaintext, transferred), "record", "drained", "error".
+// {op: "receive"} (one record), {op: "drain"} (once all was "sent"), {op: "close"}.
+// Worker -> page: "connected", "sent" (bytes written), "data" (plaintext, transferred),
+// "record", "drained", "error".
 
 import { WormholeError } from "./errors.js";
 import { connectThroughRelay } from "./transit.js";
@@ -62,16 +63,16 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }) {
       const record = await pipe.receive();
       post({ op: "record", bytes: record }, [record.buffer]);
     },
-    async drain() {
-      await pipe.stream.drain(5000);
-      post({ op: "drained" });
-    },
   };
   port.onmessage = ({ data: m }) => {
     if (m.op === "taken") {
       credit += m.bytes;
       wake?.();
       wake = null;
+    } else if (m.op === "drain") {
+      // not queued: the page asks once its records were written ("sent"), and a stream it
+      // no longer takes (after a failure) must not hold this up
+      pipe?.stream.drain(m.timeoutMs).then(() => post({ op: "drained" }));
     } else if (m.op === "close") {
       pipe?.close();
       port.close();
@@ -183,10 +184,18 @@ export class WorkerPipe {
     return bytes;
   }
 
-  async drain() {
-    if (this.error) return;
-    this.port.postMessage({ op: "drain" });
-    await this._next("drained").catch(() => {});
+  // Waits (bounded) until what we sent has left the worker's socket, so closing does not
+  // drop the tail (the ack).
+  async drain(timeoutMs = 30000) {
+    let timer;
+    const late = new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    const drained = (async () => {
+      await this._until(() => this.unsent === 0);
+      this.port.postMessage({ op: "drain", timeoutMs });
+      await this._until(() => this.arrived.some((m) => m.op === "drained"));
+    })().catch(() => {});
+    await Promise.race([drained, late]);
+    clearTimeout(timer);
   }
 
   close() {
