@@ -2,7 +2,7 @@
 page -> CLI and CLI -> page through Pigeonhole's relay, beside CLI -> CLI through the same
 relay, on one `pigeonhole serve`.
 
-    .venv/bin/python bench/web_transfer.py               # 100 MiB, 3 rounds, about 2 minutes
+    .venv/bin/python bench/web_transfer.py               # 100 MiB, 3 rounds, about a minute
     .venv/bin/python bench/web_transfer.py --mib 10 --rounds 1   # a smoke test
 
 The page runs in Debian's headless Chromium (never a downloaded browser), driven over the

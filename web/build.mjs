@@ -1,5 +1,5 @@
 // Builds the browser page into src/pigeonhole/web/assets/, which `pigeonhole serve` serves:
-// app.js and sw.js bundled by esbuild (ES modules, minified, no inline code: the page's
+// app.js, sw.js and transit-worker.js bundled by esbuild (ES modules, minified, no inline code: the page's
 // Content-Security-Policy allows only its own files), index.html and style.css copied.
 // Run by scripts/setup after `npm ci`; by hand: `node web/build.mjs`.
 import { build } from "esbuild";
@@ -14,7 +14,7 @@ const out = join(web, "..", "src", "pigeonhole", "web", "assets");
 await rm(out, { recursive: true, force: true });
 await mkdir(out, { recursive: true });
 await build({
-  entryPoints: [join(page, "app.js"), join(page, "sw.js")],
+  entryPoints: [join(page, "app.js"), join(page, "sw.js"), join(page, "transit-worker.js")],
   outdir: out,
   bundle: true,
   format: "esm",

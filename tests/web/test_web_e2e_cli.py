@@ -1,7 +1,8 @@
 """The page and the Python `wormhole` CLI, both ways, in headless Chromium against
 `pigeonhole serve`: a 10 MiB file and a text each way. The CLI runs with `--no-listen` and
 the page cannot open TCP, so the bytes can only cross our relay (the page through
-WebSocket `/transit`, the CLI through TCP): its usage records must show the pair.
+WebSocket `/transit`, the CLI through TCP): its usage records must show the pair. The
+page's transit worker must have sealed or opened every byte of the file.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def test_web_e2e_page_sends_file_to_cli(
     receiver.check()
     web_page.wait_state("done", timeout=30)
     assert sha256_file(receiver.received) == sha256_file(source)
+    # the file's records were sealed in the page's transit worker, not on its main thread
+    assert web_page.transit_carried() == {"sent": FILE_SIZE, "received": 0}
     wait_for_happy(web_server.records, since, FILE_SIZE)
 
 
@@ -50,6 +53,10 @@ def test_web_e2e_cli_sends_file_to_page(
     assert got.name == source.name
     assert got.stat().st_size == FILE_SIZE
     assert sha256_file(got) == sha256_file(source)
+    # opened in the worker: the file, and the page's ack record sealed there
+    carried = web_page.transit_carried()
+    assert carried["received"] == FILE_SIZE
+    assert 0 < carried["sent"] < 200
     wait_for_happy(web_server.records, since, FILE_SIZE)
 
 

@@ -151,6 +151,13 @@ class WebPage:
     def by_id(self, testid: str) -> Any:
         return self.page.get_by_test_id(testid)
 
+    def transit_carried(self) -> dict[str, int]:
+        """Plaintext bytes the page's transit worker sealed (`sent`) and opened (`received`)
+        over this tab's transfers: shows the relay's bytes went through the worker."""
+        workers = [w for w in self.page.workers if w.url.endswith("/web/transit-worker.js")]
+        assert len(workers) == 1, f"one transit worker, not {[w.url for w in self.page.workers]}"
+        return dict(workers[0].evaluate("self.carried"))
+
     # -- state
 
     def state(self) -> str:

@@ -249,6 +249,50 @@ print(json.dumps(sorted(z.namelist())))`, join(out, "photos.zip"));
     assert.notEqual(cliExit.code, 0);
   });
 
+  // the page's transit worker protocol (worker-transit.js) over a real MessageChannel
+  test("through the transit worker's port: JS sends a file to the CLI, sha256 equal", TIMEOUT, async () => {
+    const size = 3 * 1024 * 1024 + 99;
+    const src = join(dir("w1-src"), "worker.bin");
+    writeFileSync(src, randomBytes(size));
+    const { peer, code } = await jsSendCode({ filePath: src, transitWorker: true });
+    const out = dir("w1-out");
+    const cli = startCli([...server.cliArgs, "receive", "--no-listen", "--accept-file", code], out);
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    assert.equal(sha256(join(out, "worker.bin")), sha256(src));
+    const outcome = await peer.outcome();
+    assert.deepEqual(outcome.result, { kind: "file", bytes: size }, JSON.stringify(outcome));
+    assert.deepEqual(outcome.carried, { sent: size, received: 0 });
+  });
+
+  test("through the transit worker's port: the CLI sends a file to JS, sha256 equal", TIMEOUT, async () => {
+    const size = 3 * 1024 * 1024 + 5;
+    const srcDir = dir("w2-src");
+    writeFileSync(join(srcDir, "to-worker.bin"), randomBytes(size));
+    const { cli, code } = await cliSendCode(["to-worker.bin"], srcDir);
+    const out = dir("w2-out");
+    const outcome = await startPeer(peerArgs({ mode: "receive", code, outDir: out, transitWorker: true })).outcome();
+    assert.deepEqual(outcome.result, { kind: "file", name: "to-worker.bin", size }, JSON.stringify(outcome));
+    assert.equal(sha256(join(out, "to-worker.bin")), sha256(join(srcDir, "to-worker.bin")));
+    assert.equal(outcome.carried.received, size);
+    assert.equal((await cli.exited).code, 0, cli.seen.stderr);
+    assert.match(cli.seen.stderr, /Confirmation received/);
+  });
+
+  test("through the transit worker's port: a failing sink stops the transfer at once; the CLI exits", TIMEOUT, async () => {
+    const srcDir = dir("w3");
+    writeFileSync(join(srcDir, "disk.bin"), randomBytes(16 * 1024 * 1024));
+    const { cli, code } = await cliSendCode(["disk.bin"], srcDir);
+    const peer = startPeer(peerArgs({ mode: "receive", code, outDir: dir("w3-out"), failSinkAfterBytes: 1024 * 1024, transitWorker: true }));
+    const js = await peer.outcome();
+    assert.equal(js.kind, "cancelled", JSON.stringify(js));
+    assert.match(js.message, /Saving the file failed/);
+    // the worker's stream, which nobody takes any more, neither holds the peer open
+    assert.equal((await peer.exited).code, 1);
+    const cliExit = await Promise.race([cli.exited, new Promise((r) => setTimeout(() => r("still running"), 60_000))]);
+    if (cliExit === "still running") await cli.stop();
+    assert.notEqual(cliExit, "still running");
+  });
+
   test("cancelling while waiting for the peer: cancelled, the mailbox closes lonely", TIMEOUT, async () => {
     const before = server.mailboxResults().length;
     const peer = startPeer(peerArgs({ mode: "send", text: "nobody came", cancelOnCode: true }));

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { deriveKey, derivePhaseKey, deriveTransitKey, deriveVerifier, open, seal } from "../src/wormhole/keys.js";
-import { RecordPipe, receiverHandshake, recordNonce, relayHandshake, senderHandshake } from "../src/wormhole/transit.js";
+import { RECORD_BYTES, RecordPipe, receiverHandshake, recordNonce, relayHandshake, senderHandshake } from "../src/wormhole/transit.js";
 import { hex, python, unhex } from "../testing/python.js";
 
 const KEY = unhex("00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978");
@@ -92,11 +92,15 @@ class Loop {
     this.bytes = [];
   }
   async write(b) {
-    this.bytes.push(...b);
+    this.writes = (this.writes ?? 0) + 1;
+    for (const x of b) this.bytes.push(x);
   }
   async read(n) {
     if (this.bytes.length < n) throw new Error("short");
     return Uint8Array.from(this.bytes.splice(0, n));
+  }
+  get buffered() {
+    return this.bytes.length;
   }
 }
 
@@ -108,6 +112,10 @@ test("records: Python's transit Connection decrypts ours and we decrypt Python's
   const ours = new RecordPipe(wire, senderKey, receiverKey);
   await ours.send(utf8("record zero"));
   await ours.send(utf8("record one"));
+  // bulk data: records of RECORD_BYTES (the last one shorter), all in one write
+  const bulk = ["x".repeat(RECORD_BYTES), "y".repeat(RECORD_BYTES), "zzzzz"];
+  await ours.sendData(utf8(bulk.join("")));
+  assert.equal(wire.writes, 3);
   const py = python(`
 import json, sys
 from binascii import unhexlify
@@ -130,7 +138,7 @@ while wire:
     n += 1
 reply = SecretBox(receiver._sender_record_key()).encrypt(b'{"ack": "ok"}', unhexlify(f"{0:048x}"))
 print(json.dumps({"got": got, "reply": (len(reply).to_bytes(4, "big") + reply).hex()}))`, hex(Uint8Array.from(wire.bytes)));
-  assert.deepEqual(py.got, ["record zero", "record one"]);
+  assert.deepEqual(py.got, ["record zero", "record one", ...bulk]);
   wire.bytes = [...unhex(py.reply)];
   assert.equal(new TextDecoder().decode(await ours.receive()), '{"ack": "ok"}');
   // a replayed record (nonce 0 again) is refused

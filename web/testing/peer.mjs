@@ -4,11 +4,15 @@
 //   {"mode": "send", mailboxUrl, transitUrl, tcpRelay, text | filePath, cancelOnCode?}
 //   {"mode": "receive", mailboxUrl, transitUrl, tcpRelay, code, outDir, accept, cancelAfterBytes?,
 //    cancelOnOffer?, failSinkAfterBytes?}
+// With "transitWorker": true the relay's bytes go through the page's worker protocol
+// (worker-transit.js) over a real MessageChannel, served on this thread (Node has no Worker
+// that runs browser modules).
 
 import { openAsBlob } from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { receive, send } from "../src/wormhole/index.js";
+import { serveTransit } from "../src/wormhole/worker-transit.js";
 
 const say = (event) => process.stdout.write(JSON.stringify(event) + "\n");
 const args = JSON.parse(process.argv[2]);
@@ -16,6 +20,12 @@ const controller = new AbortController();
 process.on("SIGTERM", () => controller.abort());
 
 let lastProgress = 0;
+const carried = { sent: 0, received: 0 };
+const sameThreadWorker = {
+  postMessage: (message, [port]) => serveTransit(port, carried),
+  addEventListener() {},
+  removeEventListener() {},
+};
 const common = {
   mailboxUrl: args.mailboxUrl,
   transitUrl: args.transitUrl,
@@ -23,6 +33,7 @@ const common = {
   appid: args.appid,
   signal: controller.signal,
   onState: (state) => say({ event: "state", state }),
+  transitWorker: args.transitWorker ? () => sameThreadWorker : undefined,
   onProgress: ({ done, total }) => {
     lastProgress = done;
     if (args.cancelAfterBytes !== undefined && done >= args.cancelAfterBytes) controller.abort();
@@ -76,7 +87,7 @@ try {
       },
     });
   }
-  say({ event: "result", result, progress: lastProgress });
+  say({ event: "result", result, progress: lastProgress, carried });
 } catch (err) {
   say({ event: "error", kind: err.kind ?? null, message: err.message, stack: err.kind ? undefined : err.stack });
   process.exitCode = 1;

@@ -40,10 +40,18 @@ let heldInMemory = null; // why the file being received is held in memory, or nu
 let savingLine = null; // "Saving NAME (SIZE)…" once an offer is accepted: the receiver's status
 // the service worker that streams downloads, registered at once so it is ready: {registration, why}
 const worker = registerWorker();
+// the dedicated worker that carries the relay's bytes and their encryption, started on first use
+let transitWorker = null;
+function startTransitWorker() {
+  if (typeof Worker !== "function") return null; // the core then does it on this thread
+  transitWorker ??= new Worker("/web/transit-worker.js", { type: "module", name: "transit" });
+  return transitWorker;
+}
 
 class PageError extends Error {}
 
 async function endpoints() {
+  startTransitWorker(); // its script loads while the mailbox connects
   let response;
   try {
     response = await fetch("/web/config.json", { cache: "no-cache" });
@@ -57,6 +65,7 @@ async function endpoints() {
   const ws = location.protocol === "https:" ? "wss:" : "ws:";
   return {
     appid: config.appid,
+    transitWorker: startTransitWorker,
     mailboxUrl: `${ws}//${location.host}${config.mailbox}`,
     transitUrl: config.transit ? `${ws}//${location.host}${config.transit}` : null,
     // the TCP relay for CLI peers: this page's host (an IPv6 literal without its brackets)
@@ -117,7 +126,12 @@ function clearTransfer() {
 
 function progressReporter() {
   const meter = new Meter();
+  let shown = 0;
   return ({ done, total }) => {
+    // a few times a second is enough for a person, and spares the tab's rendering
+    const now = performance.now();
+    if (done !== total && done !== 0 && now - shown < 200) return;
+    shown = now;
     const { rate, left } = meter.update(done, total);
     ui.progressBox.hidden = false;
     ui.progress.max = total || 1;

@@ -1,6 +1,7 @@
 // Where a received file goes: streamed to disk through the service worker (sw.js), or, when
 // the browser offers no service worker, gathered in memory and saved at the end.
-// Both follow the core's sink contract: write(bytes) -> Promise (back-pressure), close(), abort().
+// Both follow the core's sink contract: write(bytes) -> Promise (back-pressure), close(), abort();
+// write may take the buffer of the bytes it is given.
 
 const BATCH = 256 * 1024; // bytes posted to the worker at once
 const IN_FLIGHT = 4 * 1024 * 1024; // unacknowledged bytes the page lets out
@@ -103,6 +104,15 @@ export async function workerSink(registration, offer) {
   };
   return {
     async write(bytes) {
+      // a whole buffer of ours (the core's pieces are) goes to the worker as it is, moved
+      if (filled === 0 && bytes.byteLength >= BATCH && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) {
+        if (failure) throw failure;
+        port.postMessage({ type: "chunk", data: bytes }, [bytes.buffer]);
+        inFlight += bytes.byteLength;
+        while (inFlight >= IN_FLIGHT && !failure) await waitForRoom();
+        if (failure) throw failure;
+        return;
+      }
       let offset = 0;
       while (offset < bytes.byteLength) {
         if (failure) throw failure;

@@ -3,11 +3,12 @@
 // write awaited, so a slow disk slows the transfer rather than filling memory), hash them,
 // and acknowledge with the sha256 the sender checks.
 
-import { sha256 } from "@noble/hashes/sha2.js";
+import { SHA256 } from "@stablelib/sha256";
 import { concat, toHex, toJsonBytes } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { checkOptions, withSession } from "./session.js";
-import { connectThroughRelay, transitMessage } from "./transit.js";
+import { transitMessage } from "./transit.js";
+import { connectTransit } from "./worker-transit.js";
 
 export async function receive(options) {
   const opts = checkOptions(options);
@@ -36,14 +37,7 @@ export async function receive(options) {
     wormhole.send({ answer: { file_ack: "ok" } });
     let pipe = null;
     try {
-      pipe = await connectThroughRelay({
-        url: opts.transitUrl,
-        WebSocket: opts.WebSocket,
-      WebSocketStream: opts.WebSocketStream,
-        transitKey: wormhole.transitKey,
-        role: "receiver",
-        track,
-      });
+      pipe = await connectTransit(opts, { url: opts.transitUrl, transitKey: wormhole.transitKey, role: "receiver", track });
       await receiveInto(pipe, sink, offer.size, opts.onProgress);
     } catch (err) {
       try {
@@ -116,12 +110,13 @@ function sizeOf(value) {
   return value;
 }
 
-// Records (16 KiB from the Python CLI) are gathered into writes of about this size: fewer,
-// larger writes cost the sink (e.g. a service-worker stream) much less.
-export const WRITE_BYTES = 256 * 1024;
+// Pieces of plaintext are gathered into writes of about this size: fewer, larger writes
+// cost the sink (e.g. a service-worker stream) much less.
+export const WRITE_BYTES = 1024 * 1024;
 
+// The sink may take the buffer of what it is given (the pieces are ours alone).
 export async function receiveInto(pipe, sink, total, onProgress) {
-  const hash = sha256.create();
+  const hash = new SHA256(); // @stablelib's: see send.js
   let done = 0;
   let batch = [];
   let batched = 0;
@@ -134,14 +129,14 @@ export async function receiveInto(pipe, sink, total, onProgress) {
   };
   onProgress?.({ done, total });
   while (done < total) {
-    const record = await pipe.receive();
-    if (done + record.length > total) {
+    const piece = await pipe.receiveData(total - done);
+    if (done + piece.length > total) {
       throw new WormholeError("transit", "The other side sent more bytes than it offered; the transfer was stopped.");
     }
-    hash.update(record);
-    batch.push(record);
-    batched += record.length;
-    done += record.length;
+    hash.update(piece);
+    batch.push(piece);
+    batched += piece.length;
+    done += piece.length;
     if (batched >= WRITE_BYTES || done === total) await flush();
     onProgress?.({ done, total });
   }

@@ -2,14 +2,12 @@
 // (for a file) its bytes through the relay in encrypted records, read from the Blob in slices
 // so a file of any size never sits in memory whole, and checked by the receiver's sha256 ack.
 
-import { sha256 } from "@noble/hashes/sha2.js";
+import { SHA256 } from "@stablelib/sha256";
 import { toHex, utf8 } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { checkOptions, withSession } from "./session.js";
-import { connectThroughRelay, transitMessage } from "./transit.js";
-
-export const SLICE_BYTES = 1024 * 1024; // read from the file at a time
-export const RECORD_BYTES = 64 * 1024; // plaintext per transit record
+import { BATCH_BYTES, transitMessage } from "./transit.js";
+import { connectTransit } from "./worker-transit.js";
 
 export async function send(options) {
   const opts = checkOptions(options);
@@ -60,32 +58,28 @@ async function sendFile(wormhole, opts, track, untrack) {
   wormhole.send({ transit: transitMessage(opts) });
   wormhole.send({ offer: { file: { filename: file.name ?? "file", filesize: total } } });
   // meet the peer at the relay while it decides (the session closes the socket if it declines)
-  const connect = () =>
-    connectThroughRelay({
-      url: opts.transitUrl,
-      WebSocket: opts.WebSocket,
-      WebSocketStream: opts.WebSocketStream,
-      transitKey: wormhole.transitKey,
-      role: "sender",
-      track,
-    });
+  const connect = () => connectTransit(opts, { url: opts.transitUrl, transitKey: wormhole.transitKey, role: "sender", track });
   const early = connect();
   early.catch(() => {}); // looked at once the answer is in
   await expectAnswer(wormhole, "file_ack");
   // a person who took longer than the relay lets a lonely connection wait: connect again
   const pipe = await early.catch((err) => (opts.signal?.aborted ? Promise.reject(err) : connect()));
   try {
-    const hash = sha256.create();
+    // the file's checksum: @stablelib's SHA-256 runs about 2.5x as fast as @noble's in
+    // Chromium, and this is the page's largest per-byte cost
+    const hash = new SHA256();
+    const read = (at) => file.slice(at, Math.min(total, at + BATCH_BYTES)).arrayBuffer();
     let done = 0;
+    let next = total > 0 ? read(0) : null;
     opts.onProgress?.({ done, total });
     while (done < total) {
-      const slice = new Uint8Array(await file.slice(done, Math.min(total, done + SLICE_BYTES)).arrayBuffer());
+      const slice = new Uint8Array(await next);
       if (slice.length === 0) throw new WormholeError("transit", "The file got shorter while it was being sent.");
-      hash.update(slice);
-      for (let at = 0; at < slice.length; at += RECORD_BYTES) {
-        await pipe.send(slice.subarray(at, at + RECORD_BYTES));
-      }
       done += slice.length;
+      next = done < total ? read(done) : null; // the next slice is read while this one is sent
+      next?.catch(() => {}); // looked at on the next turn
+      hash.update(slice);
+      await pipe.sendData(slice); // may take the slice's buffer (a worker's pipe does)
       opts.onProgress?.({ done, total });
     }
     const ack = JSON.parse(new TextDecoder().decode(await pipe.receive()));

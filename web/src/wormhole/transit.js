@@ -2,7 +2,7 @@
 // WebSocket: the relay handshake, the sender/receiver handshakes, go, then length-prefixed
 // SecretBox records with a per-direction counter nonce, written big-endian as every client does.
 
-import { equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
+import { concat, equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { xsalsa20poly1305 } from "@noble/ciphers/salsa.js";
 import { deriveKey, open } from "./keys.js";
@@ -35,6 +35,12 @@ export function transitMessage({ transitUrl, tcpRelay }) {
   };
 }
 
+// Plaintext per transit record we send: the Python CLI's receiver re-buffers a record until
+// it is whole (bytes += data per read), so records much larger than its 64 KiB reads cost it.
+export const RECORD_BYTES = 64 * 1024;
+// Plaintext handed on at once when receiving (and read from a file at once when sending).
+export const BATCH_BYTES = 1024 * 1024;
+
 export class RecordPipe {
   constructor(stream, sendKey, receiveKey) {
     this.stream = stream;
@@ -44,14 +50,33 @@ export class RecordPipe {
     this.received = 0;
   }
 
-  async send(plaintext) {
+  // length || nonce || box of one record, built in `out` at `at`; returns the end. The box
+  // is sealed in place: noble's encrypt(plaintext, output) uses output's first 16 bytes as
+  // scratch (here where the nonce goes, written after) and leaves tag || ciphertext after.
+  _seal(plaintext, out, at) {
     const nonce = recordNonce(this.sent++);
-    const box = xsalsa20poly1305(this.sendKey, nonce).encrypt(plaintext);
-    // length || nonce || box in one message, built with one copy
-    const frame = new Uint8Array(4 + 24 + box.length);
-    new DataView(frame.buffer).setUint32(0, 24 + box.length);
-    frame.set(nonce, 4);
-    frame.set(box, 28);
+    const end = at + 28 + 16 + plaintext.length;
+    xsalsa20poly1305(this.sendKey, nonce).encrypt(plaintext, out.subarray(at + 12, end));
+    new DataView(out.buffer, out.byteOffset).setUint32(at, end - at - 4);
+    out.set(nonce, at + 4);
+    return end;
+  }
+
+  async send(plaintext) {
+    const frame = new Uint8Array(4 + 24 + 16 + plaintext.length);
+    this._seal(plaintext, frame, 0);
+    await this.stream.write(frame);
+  }
+
+  // `bytes` as records of RECORD_BYTES, written in one message: the relay carries a byte
+  // stream, so fewer, larger WebSocket messages cost the browser less for the same records.
+  async sendData(bytes) {
+    const count = Math.ceil(bytes.length / RECORD_BYTES);
+    const frame = new Uint8Array(bytes.length + count * (4 + 24 + 16));
+    let end = 0;
+    for (let at = 0; at < bytes.length; at += RECORD_BYTES) {
+      end = this._seal(bytes.subarray(at, at + RECORD_BYTES), frame, end);
+    }
     await this.stream.write(frame);
   }
 
@@ -69,6 +94,21 @@ export class RecordPipe {
     } catch {
       throw new WormholeError("transit", "A transit record did not decrypt: the data was damaged on the way. Try again.");
     }
+  }
+
+  // Whole records' plaintext, joined: at least one record, then more while bytes are
+  // already here, up to about BATCH_BYTES or the `limit` still expected (the Python CLI's
+  // 16 KiB records become fewer, larger pieces for the hash and the sink).
+  async receiveData(limit) {
+    const want = Math.min(limit, BATCH_BYTES);
+    const parts = [await this.receive()];
+    let got = parts[0].length;
+    while (got < want && this.stream.buffered > 0) {
+      const record = await this.receive();
+      parts.push(record);
+      got += record.length;
+    }
+    return parts.length === 1 ? parts[0] : concat(...parts);
   }
 
   close() {
