@@ -6,7 +6,10 @@ import asyncio
 import hashlib
 import os
 import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from transit_support import Client, Relay, TcpClient, line, side, token
@@ -151,7 +154,7 @@ class PeakPages(splice.PipePages):
 async def test_splice_pipes_are_as_large_as_the_page_account_allows_and_come_back(
     monkeypatch: pytest.MonkeyPatch, limit: int | None
 ) -> None:
-    """A lent pipe is made at the direction's bound (128 pages) when pages are free, no
+    """A lent pipe is made at the direction's bound (1 MiB) when pages are free, no
     larger than the account allows under a tight one; every byte goes either way, and
     the pages come back when the relay stops."""
     pages = PeakPages(limit)
@@ -160,7 +163,7 @@ async def test_splice_pipes_are_as_large_as_the_page_account_allows_and_come_bac
         await transfer(relay, "tcp", "tcp", 16 * MIB)
         await relay.settle()
     if limit is None:
-        assert pages.peak >= 512 * 1024 // splice.PAGE
+        assert pages.peak >= TransitConfig().direction_buffer_bytes // splice.PAGE
     else:
         assert 64 * 1024 // splice.PAGE <= pages.peak <= limit
     assert pages.used == 0
@@ -184,3 +187,22 @@ async def test_many_fast_pairs_at_once_need_few_pipes() -> None:
         await relay.settle()
         assert {r.result for r in relay.records} == {Mood.HAPPY}
         assert relay.relay.hub.pipes.created < 60
+
+
+def test_an_unprivileged_relay_asks_for_no_pipe_above_the_system_limit() -> None:
+    """Without CAP_SYS_RESOURCE a pipe may not exceed `fs.pipe-max-size` (asking more
+    fails and leaves the default 64 KiB): a pool for a larger bound makes pipes of the
+    largest size allowed. Run as a user of its own with no capabilities (needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run a process as another user")
+    max_size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    code = (
+        "from pigeonhole.transit.splice import PipePool; "
+        f"print(PipePool({4 * max_size}).borrow().capacity)"
+    )
+    out = subprocess.run(
+        ["setpriv", "--reuid=61998", "--regid=61998", "--clear-groups", "--inh-caps=-all",
+         "--bounding-set=-all", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=60, check=True, cwd="/",
+    ).stdout  # fmt: skip
+    assert int(out) == max_size

@@ -18,8 +18,8 @@ byte copies), and a pair costs no thread. A relay under heavy load then shares t
 loop's core fairly, callback by callback, with the mailbox's callbacks.
 
 Pipes are lent, not owned. A pipe's size sets how much one callback moves, so it sets
-the cost per GB (measured, 100 pairs: ~0.25 s/GB with 512 KiB pipes, ~0.8 with 64 KiB,
-~2.7 with 8 KiB). But pipe memory is limited per user: without CAP_SYS_RESOURCE (the
+the cost per GB (measured at 100 pairs: 1 MiB pipes cost ~2/3 of 512 KiB ones, 64 KiB
+ones ~3x, 8 KiB ones ~10x). But pipe memory is limited per user: without CAP_SYS_RESOURCE (the
 systemd unit's DynamicUser), once a user's pipes hold `fs.pipe-user-pages-soft` pages
 (16384: 64 MiB) F_SETPIPE_SZ fails and every new pipe gets 2 pages (8 KiB), so two pipes
 of the full size for each of 100 pairs cannot be had. A pipe holds bytes only between
@@ -60,25 +60,43 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 FIRST_PIPE_BYTES = 64 * 1024
 #: empty pipes a relay keeps for the next moves (more are closed when given back)
 KEEP_FREE_PIPES = 8
-#: the capabilities that lift the per-user pipe limit (CAP_SYS_ADMIN, CAP_SYS_RESOURCE)
-UNLIMITED_CAPS = (1 << 21) | (1 << 24)
+#: capabilities: CAP_SYS_RESOURCE lifts the per-user pipe limit and pipe-max-size,
+#: CAP_SYS_ADMIN the per-user limit only
+CAP_SYS_RESOURCE = 1 << 24
+CAP_SYS_ADMIN = 1 << 21
+
+
+def _sysctl(name: str) -> int | None:
+    try:
+        return int(Path("/proc/sys/fs", name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _capabilities() -> int:
+    """This process's effective capabilities (0 when they cannot be read)."""
+    try:
+        status = Path("/proc/self/status").read_text().splitlines()
+        return next(int(row.split()[1], 16) for row in status if row.startswith("CapEff:"))
+    except (OSError, ValueError, StopIteration):
+        return 0
 
 
 def pipe_page_limit() -> int | None:
     """Pages this process's pipes may hold: 7/8 of the per-user soft limit (the rest for
     the user's other pipes); None when there is no limit or the process is exempt."""
-    try:
-        soft = int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text())
-        caps = next(
-            int(row.split()[1], 16)
-            for row in Path("/proc/self/status").read_text().splitlines()
-            if row.startswith("CapEff:")
-        )
-    except (OSError, ValueError, StopIteration):
-        return None
-    if soft <= 0 or caps & UNLIMITED_CAPS:
+    soft = _sysctl("pipe-user-pages-soft")
+    if not soft or soft <= 0 or _capabilities() & (CAP_SYS_RESOURCE | CAP_SYS_ADMIN):
         return None
     return soft * 7 // 8
+
+
+def pipe_size_limit() -> int | None:
+    """The largest pipe this process may ask for (`fs.pipe-max-size`, 1 MiB by default;
+    asking more fails and leaves the pipe as it was); None when exempt."""
+    if _capabilities() & CAP_SYS_RESOURCE:
+        return None
+    return _sysctl("pipe-max-size")
 
 
 class PipePages:
@@ -123,8 +141,10 @@ class PipePool:
     __slots__ = ("_free", "created", "keep", "size")
 
     def __init__(self, size: int, keep: int = KEEP_FREE_PIPES) -> None:
-        #: the size pipes are made at (a direction's buffer bound), pages permitting
-        self.size = size
+        #: the size pipes are made at (a direction's buffer bound, within what the system
+        #: lets this process ask for), pages permitting
+        limit = pipe_size_limit()
+        self.size = size if limit is None else min(size, limit)
         self.keep = keep
         self._free: list[Pipe] = []
         #: pipes made so far (each lent again and again)
