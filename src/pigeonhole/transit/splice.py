@@ -26,8 +26,8 @@ of the full size for each of 100 pairs cannot be had. A pipe holds bytes only be
 the two splices of a move, though, and on one event loop only the flows whose receiver
 is full keep bytes in theirs. So a flow borrows a pipe from its relay's `PipePool` when
 it moves and gives it back as soon as it is empty: a relay whose receivers keep up
-needs a handful of full-size pipes for any number of pairs, and only a flow held up by
-its receiver keeps one (its buffer, at most `direction_buffer_bytes`). Pipes are made
+needs far fewer full-size pipes than two per pair, and only a flow held up by its
+receiver keeps one (its buffer, at most `direction_buffer_bytes`). Pipes are made
 at that size while the process's pipes stay within `PipePages` (7/8 of the user's
 limit), smaller past it; with no descriptor left for a pipe, a move copies one slice
 through Python instead.
@@ -58,8 +58,10 @@ MOVES_PER_CALL = 4
 PAGE = os.sysconf("SC_PAGE_SIZE")
 #: bytes one move copies through Python when no descriptor is left for a pipe
 FIRST_PIPE_BYTES = 64 * 1024
-#: empty pipes a relay keeps for the next moves (more are closed when given back)
-KEEP_FREE_PIPES = 8
+#: empty pipes a relay keeps for the next moves (more are closed when given back): enough
+#: that a busy relay does not close and remake pipes as the number lent moves (100 fast
+#: pairs in the benchmark had up to 57 lent at once; keeping 8 remade ~370 in 5 s)
+KEEP_FREE_PIPES = 64
 #: capabilities: CAP_SYS_RESOURCE lifts the per-user pipe limit and pipe-max-size,
 #: CAP_SYS_ADMIN the per-user limit only
 CAP_SYS_RESOURCE = 1 << 24
