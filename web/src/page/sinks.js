@@ -3,6 +3,8 @@
 // Both follow the core's sink contract: write(bytes) -> Promise (back-pressure), close(), abort();
 // write may take the buffer of the bytes it is given.
 
+import { ownsBuffer } from "../wormhole/bytes.js";
+
 const BATCH = 256 * 1024; // bytes posted to the worker at once
 const IN_FLIGHT = 4 * 1024 * 1024; // unacknowledged bytes the page lets out
 const START_TIMEOUT_MS = 15000;
@@ -90,11 +92,13 @@ export async function workerSink(registration, offer) {
   }
   startDownload(`/web/download/${id}`);
 
-  const post = () => {
-    if (filled === 0) return;
-    const chunk = filled === BATCH ? batch : batch.slice(0, filled);
+  const move = (chunk) => {
     port.postMessage({ type: "chunk", data: chunk }, [chunk.buffer]);
     inFlight += chunk.byteLength;
+  };
+  const post = () => {
+    if (filled === 0) return;
+    move(filled === BATCH ? batch : batch.slice(0, filled));
     batch = new Uint8Array(BATCH);
     filled = 0;
   };
@@ -104,25 +108,21 @@ export async function workerSink(registration, offer) {
   };
   return {
     async write(bytes) {
-      // a whole buffer of ours (the core's pieces are) goes to the worker as it is, moved
-      if (filled === 0 && bytes.byteLength >= BATCH && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) {
+      if (filled === 0 && bytes.byteLength >= BATCH && ownsBuffer(bytes)) {
         if (failure) throw failure;
-        port.postMessage({ type: "chunk", data: bytes }, [bytes.buffer]);
-        inFlight += bytes.byteLength;
-        while (inFlight >= IN_FLIGHT && !failure) await waitForRoom();
-        if (failure) throw failure;
-        return;
+        move(bytes); // a whole buffer of ours (the core's pieces are) goes as it is
+      } else {
+        for (let offset = 0; offset < bytes.byteLength; ) {
+          if (failure) throw failure;
+          const n = Math.min(BATCH - filled, bytes.byteLength - offset);
+          batch.set(bytes.subarray(offset, offset + n), filled);
+          filled += n;
+          offset += n;
+          if (filled === BATCH) post();
+          while (inFlight >= IN_FLIGHT && !failure) await waitForRoom();
+        }
       }
-      let offset = 0;
-      while (offset < bytes.byteLength) {
-        if (failure) throw failure;
-        const n = Math.min(BATCH - filled, bytes.byteLength - offset);
-        batch.set(bytes.subarray(offset, offset + n), filled);
-        filled += n;
-        offset += n;
-        if (filled === BATCH) post();
-        while (inFlight >= IN_FLIGHT && !failure) await waitForRoom();
-      }
+      while (inFlight >= IN_FLIGHT && !failure) await waitForRoom();
       if (failure) throw failure;
     },
     async close() {

@@ -22,6 +22,10 @@ export function fromHex(hex) {
   return out;
 }
 
+// True when `bytes` spans its whole buffer, which can then be moved (transferred) to
+// another thread as it is.
+export const ownsBuffer = (bytes) => bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+
 export function concat(...parts) {
   let size = 0;
   for (const p of parts) size += p.length;

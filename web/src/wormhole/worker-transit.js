@@ -10,7 +10,9 @@
 // Worker -> page: "connected", "sent" (bytes written), "data" (plaintext, transferred),
 // "record", "drained", "error".
 
+import { ownsBuffer } from "./bytes.js";
 import { WormholeError } from "./errors.js";
+import { Queue } from "./queue.js";
 import { connectThroughRelay } from "./transit.js";
 
 const WINDOW = 4 * 1024 * 1024; // plaintext bytes posted but not yet written, or not yet taken
@@ -28,16 +30,6 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }) {
     const kind = err instanceof WormholeError ? err.kind : "transit";
     post({ op: "error", kind, message: err?.message ?? String(err) });
     pipe?.close();
-  };
-  const stream = async (limit) => {
-    for (let done = 0; done < limit; ) {
-      while (credit <= 0) await new Promise((resolve) => (wake = resolve));
-      const bytes = await pipe.receiveData(limit - done);
-      done += bytes.length;
-      credit -= bytes.length;
-      carried.received += bytes.length;
-      post({ op: "data", bytes }, [bytes.buffer]);
-    }
   };
   const ops = {
     async connect(m) {
@@ -57,7 +49,14 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }) {
       post({ op: "sent", bytes: m.bytes.length });
     },
     async stream(m) {
-      await stream(m.limit);
+      for (let done = 0; done < m.limit; ) {
+        while (credit <= 0) await new Promise((resolve) => (wake = resolve));
+        const bytes = await pipe.receiveData(m.limit - done);
+        done += bytes.length;
+        credit -= bytes.length;
+        carried.received += bytes.length;
+        post({ op: "data", bytes }, [bytes.buffer]);
+      }
     },
     async receive() {
       const record = await pipe.receive();
@@ -116,39 +115,40 @@ export class WorkerPipe {
     this.error = null;
     this.unsent = 0; // bytes posted, not yet written to the socket
     this.streaming = false;
-    this.arrived = []; // the worker's messages not yet taken, oldest first
-    this.wake = null;
+    this.answers = new Queue(); // the worker's other messages, oldest first
+    this.written = null; // resolves a wait for the worker's next "sent"
     port.onmessage = ({ data: m }) => {
-      if (m.op === "sent") this.unsent -= m.bytes;
-      else if (m.op === "error") this.fail(new WormholeError(m.kind, m.message));
-      else this.arrived.push(m);
-      this._wake();
+      if (m.op === "sent") {
+        this.unsent -= m.bytes;
+        this._written();
+      } else if (m.op === "error") this.fail(new WormholeError(m.kind, m.message));
+      else this.answers.push(m);
     };
   }
 
   fail(err) {
     if (this.error === null) this.error = err;
-    this._wake();
+    this.answers.fail(this.error);
+    this._written();
   }
 
-  _wake() {
-    const wake = this.wake;
-    this.wake = null;
+  _written() {
+    const wake = this.written;
+    this.written = null;
     wake?.();
   }
 
-  async _until(ready) {
-    while (!ready()) {
-      if (this.error) throw this.error;
-      await new Promise((resolve) => (this.wake = resolve));
-    }
+  // Waits until at most `most` bytes posted are still unwritten.
+  async _unsentAtMost(most) {
+    while (this.unsent > most && !this.error) await new Promise((resolve) => (this.written = resolve));
     if (this.error) throw this.error;
   }
 
-  // The worker's next message, which must be `op`.
+  // The worker's next message, which must be `op` (a failure comes first).
   async _next(op) {
-    await this._until(() => this.arrived.length > 0);
-    const m = this.arrived.shift();
+    if (this.error) throw this.error;
+    const m = await this.answers.take();
+    if (this.error) throw this.error;
     if (m.op !== op) throw new WormholeError("protocol", `The transit worker answered ${m.op} where ${op} was expected.`);
     return m;
   }
@@ -157,10 +157,10 @@ export class WorkerPipe {
   // only while more than WINDOW bytes are still unwritten, so reading and sealing overlap.
   async sendData(bytes) {
     if (this.error) throw this.error;
-    const owned = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : bytes.slice();
+    const owned = ownsBuffer(bytes) ? bytes : bytes.slice();
     this.port.postMessage({ op: "data", bytes: owned }, [owned.buffer]);
     this.unsent += owned.length;
-    await this._until(() => this.unsent <= WINDOW);
+    await this._unsentAtMost(WINDOW);
   }
 
   send(record) {
@@ -190,9 +190,9 @@ export class WorkerPipe {
     let timer;
     const late = new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)));
     const drained = (async () => {
-      await this._until(() => this.unsent === 0);
+      await this._unsentAtMost(0);
       this.port.postMessage({ op: "drain", timeoutMs });
-      await this._until(() => this.arrived.some((m) => m.op === "drained"));
+      await this.answers.take((m) => m.op === "drained");
     })().catch(() => {});
     await Promise.race([drained, late]);
     clearTimeout(timer);
