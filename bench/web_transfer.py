@@ -58,15 +58,45 @@ DIRECTIONS = ("CLI -> CLI", "page -> CLI", "CLI -> page")
 
 class BrowserCpu:
     """CPU seconds of the Chromium processes below this one (renderers, the service worker,
-    the network and browser processes), sampled every 0.1 s by a thread: a context's
-    renderer exits with it, so its time is kept from the samples (the last 0.1 s of a process
-    that exits may be missed)."""
+    the network and browser processes), sampled every 0.1 s by a thread, per thread: a
+    context's renderer exits with it, so its time is kept from the samples (the last 0.1 s
+    of a process that exits may be missed)."""
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[float, float]] = {}  # pid: (first, last) CPU seconds
+        # (pid, tid): (process kind, thread name, first, last CPU seconds)
+        self._seen: dict[tuple[int, int], tuple[str, str, float, float]] = {}
+        self._kinds: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    def _kind(self, pid: int) -> str:
+        """browser, renderer, network, gpu, ... from the process's --type and sub-type."""
+        if pid not in self._kinds:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                # a zygote's child rewrites its command line as one string
+                args = f.read().decode(errors="replace").replace("\0", " ").split()
+            flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+            kind = flags.get("type", "browser")
+            if "utility-sub-type" in flags:
+                kind = flags["utility-sub-type"].split(".")[0]
+            self._kinds[pid] = kind
+        return self._kinds[pid]
+
+    def _sample(self, pid: int) -> None:
+        kind = self._kind(pid)
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    head, rest = f.read().rsplit(")", 1)
+            except OSError:
+                continue
+            name = head.split("(", 1)[1]
+            fields = rest.split()
+            now = (int(fields[11]) + int(fields[12])) / run.CLK_TCK  # utime, stime
+            key = (pid, int(tid))
+            first = self._seen[key][2] if key in self._seen else now
+            self._seen[key] = (kind, name, first, now)
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
@@ -78,15 +108,19 @@ class BrowserCpu:
                     with open(f"/proc/{pid}/comm") as f:
                         if not f.read().startswith("chrom"):
                             continue
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
+                    self._sample(pid)
                 except OSError:
                     continue
-                now = (int(fields[11]) + int(fields[12])) / run.CLK_TCK  # utime, stime
-                self._seen[pid] = (self._seen.get(pid, (now, now))[0], now)
+
+    def threads(self) -> dict[str, float]:
+        """CPU seconds so far by process kind and thread name (threads of one name summed)."""
+        out: dict[str, float] = {}
+        for kind, name, first, last in list(self._seen.values()):
+            out[f"{kind}: {name}"] = out.get(f"{kind}: {name}", 0.0) + last - first
+        return out
 
     def seconds(self) -> float:
-        return sum(last - first for first, last in self._seen.values())
+        return sum(self.threads().values())
 
     def close(self) -> None:
         self._stop.set()
@@ -226,6 +260,8 @@ class Bench:
         self.base_url = f"http://127.0.0.1:{server.port}"
         self.n = 0
         self.cpu = BrowserCpu()
+        #: seconds between the code appearing and the receiver being given it
+        self.typing = 0.0
 
     # -- the CLI
 
@@ -282,6 +318,7 @@ class Bench:
     def cli_to_cli(self, source: Path) -> tuple[float, Path]:
         sender, scwd = self.cli("send", "--no-qr", str(source))
         code = self.code_of(sender, scwd)
+        time.sleep(self.typing)
         start = time.monotonic()
         receiver, rcwd = self.cli("receive", "--accept-file", "-o", "received.bin", code)
         self.finish(receiver, rcwd)
@@ -301,6 +338,7 @@ class Bench:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the page showed no code ({code!r})")
                 time.sleep(0.02)
+            time.sleep(self.typing)
             start = time.monotonic()
             receiver, rcwd = self.cli("receive", "--accept-file", "-o", "received.bin", code)
             self.finish(receiver, rcwd)
@@ -312,6 +350,7 @@ class Bench:
         sender, scwd = self.cli("send", "--no-qr", str(source))
         code = self.code_of(sender, scwd)
         with self.browser.page(self.base_url + "/", scwd) as (page, _context):
+            time.sleep(self.typing)
             start = time.monotonic()
             page.evaluate(f"{by_id('receive-code')}.value = {json.dumps(code)}")
             page.evaluate(f"{by_id('receive-button')}.click()")
@@ -347,7 +386,11 @@ def relay_pairs(data_dir: Path, min_bytes: int) -> int:
 Cpu = dict[str, list[tuple[float, float, float]]]
 
 
-def measure(bench: Bench, source: Path, rounds: int) -> tuple[dict[str, list[float]], Cpu]:
+def measure(
+    bench: Bench, source: Path, rounds: int, threads: dict[str, dict[str, float]] | None = None
+) -> tuple[dict[str, list[float]], Cpu]:
+    """Times and CPU of each transfer; with `threads`, also sums the browser's CPU seconds by
+    thread into it, per direction."""
     runs: dict[str, Callable[[Path], tuple[float, Path]]] = {
         "CLI -> CLI": bench.cli_to_cli,
         "page -> CLI": bench.page_to_cli,
@@ -362,10 +405,15 @@ def measure(bench: Bench, source: Path, rounds: int) -> tuple[dict[str, list[flo
         for direction in order:
             before = relay_pairs(bench.server.data_dir, size)
             at = (bench.cpu.seconds(), children_cpu(), bench.server.cpu_seconds())
+            by_thread = bench.cpu.threads()
             elapsed, got = runs[direction](source)
             time.sleep(0.2)  # a last sample of the renderer that just exited
             now = (bench.cpu.seconds(), children_cpu(), bench.server.cpu_seconds())
             cpu[direction].append(tuple(b - a for a, b in zip(at, now, strict=True)))
+            if threads is not None:
+                mine = threads.setdefault(direction, {})
+                for name, seconds in bench.cpu.threads().items():
+                    mine[name] = mine.get(name, 0.0) + seconds - by_thread.get(name, 0.0)
             if sha256_file(got) != want:
                 raise RuntimeError(f"{direction}: the received file differs ({got})")
             got.unlink()
@@ -404,10 +452,29 @@ def report(times: dict[str, list[float]], cpu: Cpu, mib: int) -> None:
     print(f"\n{verdict} the page within 2x of CLI -> CLI: slower direction {worst:.2f}x")
 
 
+def report_threads(threads: dict[str, dict[str, float]], rounds: int) -> None:
+    """The browser's threads that used the most CPU, per transfer (mean over the rounds)."""
+    for direction, seconds in threads.items():
+        if direction == "CLI -> CLI":
+            continue
+        print(f"\n| {direction}: browser thread | CPU s per transfer |\n|---|---|")
+        for name, total in sorted(seconds.items(), key=lambda kv: -kv[1])[:12]:
+            if total / rounds >= 0.01:
+                print(f"| {name} | {total / rounds:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=100, help="file size in MiB")
     parser.add_argument("--rounds", type=int, default=3, help="transfers per direction")
+    parser.add_argument(
+        "--threads", action="store_true", help="also the browser's CPU per thread, per direction"
+    )
+    parser.add_argument(
+        "--typing-seconds", type=float, default=0.0,
+        help="wait this long after the code appears before the receiver gets it (a person "
+        "passing it on; the sending page hashes its file meanwhile); default 0: at once",
+    )  # fmt: skip
     args = parser.parse_args()
 
     relay_port = run.free_port()
@@ -419,7 +486,8 @@ def main() -> None:
         for _ in range(args.mib):
             f.write(os.urandom(MIB))
     server.start()
-    print(f"# {args.mib} MiB, {args.rounds} round(s); pigeonhole serve on {server.port}, "
+    print(f"# {args.mib} MiB, {args.rounds} round(s), code given {args.typing_seconds:g} s after "
+          f"it appears; pigeonhole serve on {server.port}, "
           f"relay on {relay_port}; Chromium {CHROMIUM}; work in {work}", flush=True)  # fmt: skip
     try:
         browser = Chromium(work)
@@ -429,8 +497,10 @@ def main() -> None:
             with browser.page(f"http://127.0.0.1:{server.port}/", transfers):
                 pass  # a first page, so Chromium's helper processes start before measuring
             bench = Bench(server, relay_port, browser, transfers)
+            bench.typing = args.typing_seconds
             try:
-                times, cpu = measure(bench, source, args.rounds)
+                threads: dict[str, dict[str, float]] | None = {} if args.threads else None
+                times, cpu = measure(bench, source, args.rounds, threads)
             finally:
                 bench.cpu.close()
         finally:
@@ -438,6 +508,8 @@ def main() -> None:
     finally:
         server.stop()
     report(times, cpu, args.mib)
+    if threads is not None:
+        report_threads(threads, args.rounds)
     with contextlib.suppress(OSError):
         source.unlink()
 

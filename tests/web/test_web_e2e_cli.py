@@ -28,8 +28,10 @@ def test_web_e2e_page_sends_file_to_cli(
     receiver.check()
     web_page.wait_state("done", timeout=30)
     assert sha256_file(receiver.received) == sha256_file(source)
-    # the file's records were sealed in the page's transit worker, not on its main thread
+    # the file's records were sealed in the page's transit worker, not on its main thread,
+    # by libsodium's WebAssembly (the page's CSP lets it start)
     assert web_page.transit_carried() == {"sent": FILE_SIZE, "received": 0}
+    assert web_page.transit_box() == "libsodium"
     wait_for_happy(web_server.records, since, FILE_SIZE)
 
 
@@ -57,6 +59,7 @@ def test_web_e2e_cli_sends_file_to_page(
     carried = web_page.transit_carried()
     assert carried["received"] == FILE_SIZE
     assert 0 < carried["sent"] < 200
+    assert web_page.transit_box() == "libsodium"
     wait_for_happy(web_server.records, since, FILE_SIZE)
 
 

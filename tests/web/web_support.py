@@ -151,12 +151,20 @@ class WebPage:
     def by_id(self, testid: str) -> Any:
         return self.page.get_by_test_id(testid)
 
+    def _transit_worker(self) -> Any:
+        workers = [w for w in self.page.workers if w.url.endswith("/web/transit-worker.js")]
+        assert len(workers) == 1, f"one transit worker, not {[w.url for w in self.page.workers]}"
+        return workers[0]
+
     def transit_carried(self) -> dict[str, int]:
         """Plaintext bytes the page's transit worker sealed (`sent`) and opened (`received`)
         over this tab's transfers: shows the relay's bytes went through the worker."""
-        workers = [w for w in self.page.workers if w.url.endswith("/web/transit-worker.js")]
-        assert len(workers) == 1, f"one transit worker, not {[w.url for w in self.page.workers]}"
-        return dict(workers[0].evaluate("self.carried"))
+        return dict(self._transit_worker().evaluate("self.carried"))
+
+    def transit_box(self) -> str:
+        """Which library seals the transit worker's records: "libsodium" (its WebAssembly,
+        which the page's CSP must allow) or "@noble/ciphers" (the plain-JS fallback)."""
+        return str(self._transit_worker().evaluate("self.box"))
 
     # -- state
 

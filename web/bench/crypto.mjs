@@ -1,14 +1,16 @@
 // Throughput of the JS client's per-byte work in this runtime (node): sealing and opening
-// transit records (XSalsa20-Poly1305, @noble/ciphers) and the file's sha256 (@stablelib/sha256;
-// @noble/hashes' for comparison: in Chromium @stablelib's ran 2.5x as fast, in node about as
-// fast), side by side with node's native sha256 for scale; plus one SPAKE2 exchange and a 20-bit hashcash
-// stamp. Prints numbers only; run: node web/bench/crypto.mjs [MiB]
+// transit records (XSalsa20-Poly1305: libsodium's WebAssembly, as the page's worker does it,
+// and @noble/ciphers, its plain-JS fallback) and the file's sha256 (hash-wasm, and
+// @noble/hashes, its fallback), side by side with node's native sha256 for scale; plus one
+// SPAKE2 exchange and a 20-bit hashcash stamp. Prints numbers only; run:
+// node web/bench/crypto.mjs [MiB]
 
 import { createHash } from "node:crypto";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { SHA256 } from "@stablelib/sha256";
+import { createSHA256 } from "hash-wasm";
+import sodium from "libsodium";
 import { mintHashcash, stampSearch as stampSearchForBench } from "../src/wormhole/hashcash.js";
-import { open, seal } from "../src/wormhole/keys.js";
+import { loadBox, nobleBox } from "../src/wormhole/records-box.js";
 import { Spake2Symmetric } from "../src/wormhole/spake2.js";
 import { recordNonce } from "../src/wormhole/transit.js";
 
@@ -26,17 +28,23 @@ function rate(label, recordBytes, work) {
   console.log(`${label.padEnd(44)} ${((count * recordBytes) / MIB / seconds).toFixed(1).padStart(7)} MiB/s`);
 }
 
-for (const size of [16 * 1024, 64 * 1024, 256 * 1024]) {
-  rate(`seal records of ${size / 1024} KiB`, size, (r, i) => seal(key, r, recordNonce(i)));
-  const box = seal(key, new Uint8Array(size).fill(1), recordNonce(0));
-  rate(`open records of ${size / 1024} KiB`, size, () => open(key, box));
+const boxes = [await loadBox(sodium), nobleBox];
+for (const size of [16 * 1024, 64 * 1024]) {
+  for (const box of boxes) {
+    const out = new Uint8Array(32 + size);
+    rate(`seal records of ${size / 1024} KiB (${box.name})`, size, (r, i) => box.sealInto(key, recordNonce(i), r, out, 16));
+    box.sealInto(key, recordNonce(0), new Uint8Array(size).fill(1), out, 16);
+    const sealed = out.slice(16);
+    rate(`open records of ${size / 1024} KiB (${box.name})`, size, () => box.open(key, recordNonce(0), sealed));
+  }
 }
-const s = new SHA256();
-rate("sha256 (@stablelib/sha256), 64 KiB updates", 64 * 1024, (r) => s.update(r));
+const w = await createSHA256();
+w.init();
+rate("sha256 (hash-wasm), 1 MiB updates", 1024 * 1024, (r) => w.update(r));
 const h = sha256.create();
-rate("sha256 (@noble/hashes), 64 KiB updates", 64 * 1024, (r) => h.update(r));
+rate("sha256 (@noble/hashes), 1 MiB updates", 1024 * 1024, (r) => h.update(r));
 const n = createHash("sha256");
-rate("sha256 (node native, for scale), 64 KiB", 64 * 1024, (r) => n.update(r));
+rate("sha256 (node native, for scale), 1 MiB", 1024 * 1024, (r) => n.update(r));
 
 const utf8 = (t) => new TextEncoder().encode(t);
 let start = performance.now();

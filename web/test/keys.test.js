@@ -6,6 +6,8 @@ import { test } from "node:test";
 import { deriveKey, derivePhaseKey, deriveTransitKey, deriveVerifier, open, seal } from "../src/wormhole/keys.js";
 import { RECORD_BYTES, RecordPipe, receiverHandshake, recordNonce, relayHandshake, senderHandshake } from "../src/wormhole/transit.js";
 import { hex, python, unhex } from "../testing/python.js";
+import sodium from "libsodium";
+import { loadBox, nobleBox } from "../src/wormhole/records-box.js";
 
 const KEY = unhex("00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978");
 const utf8 = (text) => new TextEncoder().encode(text);
@@ -104,12 +106,13 @@ class Loop {
   }
 }
 
-test("records: Python's transit Connection decrypts ours and we decrypt Python's, in order", async () => {
+// Python's transit code opens the records `box` seals and we open Python's, in order.
+async function recordsAgainstPython(box) {
   const tk = deriveTransitKey(KEY);
   const wire = new Loop();
   const senderKey = deriveKey(tk, "transit_record_sender_key");
   const receiverKey = deriveKey(tk, "transit_record_receiver_key");
-  const ours = new RecordPipe(wire, senderKey, receiverKey);
+  const ours = new RecordPipe(wire, senderKey, receiverKey, box);
   await ours.send(utf8("record zero"));
   await ours.send(utf8("record one"));
   // bulk data: records of RECORD_BYTES (the last one shorter), all in one write
@@ -144,6 +147,15 @@ print(json.dumps({"got": got, "reply": (len(reply).to_bytes(4, "big") + reply).h
   // a replayed record (nonce 0 again) is refused
   wire.bytes = [...unhex(py.reply)];
   await assert.rejects(ours.receive(), /out of order/);
+}
+
+test("records (@noble/ciphers): Python's transit Connection decrypts ours and we decrypt Python's, in order", () =>
+  recordsAgainstPython(nobleBox));
+
+test("records (libsodium's WebAssembly, as in the page's worker): the same with Python", async () => {
+  const box = await loadBox(sodium);
+  assert.equal(box.name, "libsodium");
+  await recordsAgainstPython(box);
 });
 
 test("receiving: sink writes are awaited one at a time, batched, and hashed into the ack", async () => {
@@ -187,4 +199,36 @@ test("receiving: sink writes are awaited one at a time, batched, and hashed into
 import hashlib, json, sys
 print(json.dumps(hashlib.sha256(bytes.fromhex(json.load(sys.stdin))).hexdigest()))`, hex(data));
   assert.deepEqual(ack, { ack: "ok", sha256: py });
+});
+
+test("sending: the file's own hash, read apart from the transfer, checks the receiver's ack", async () => {
+  const { fileDigest, sendFileOver } = await import("../src/wormhole/send.js");
+  const data = Uint8Array.from({ length: 2_500_000 }, (_, i) => (i * 7) & 0xff);
+  const file = new Blob([data]);
+  const right = python(`
+import hashlib, json, sys
+print(json.dumps(hashlib.sha256(bytes.fromhex(json.load(sys.stdin))).hexdigest()))`, hex(data));
+  assert.equal(await fileDigest(file), right);
+  // a pipe whose receiver got every byte and answers `ack` (records are tested above)
+  const transfer = async (ack) => {
+    const sent = [];
+    const pipe = {
+      async sendData(bytes) {
+        sent.push(bytes.slice());
+      },
+      async receive() {
+        return utf8(JSON.stringify(ack));
+      },
+    };
+    const result = await sendFileOver(pipe, file, fileDigest(file), () => {});
+    assert.deepEqual(new Uint8Array(await new Blob(sent).arrayBuffer()), data);
+    return result;
+  };
+  assert.deepEqual(await transfer({ ack: "ok", sha256: right }), { kind: "file", bytes: data.length });
+  assert.deepEqual(await transfer({ ack: "ok" }), { kind: "file", bytes: data.length }); // optional
+  await assert.rejects(transfer({ ack: "ok", sha256: "00".repeat(32) }), /checksum differs/);
+  // a hash that was stopped (the send was cancelled) never passes
+  const stop = new AbortController();
+  stop.abort();
+  await assert.rejects(fileDigest(file, stop.signal), /cancelled/);
 });

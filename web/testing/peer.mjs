@@ -6,12 +6,15 @@
 //    cancelOnOffer?, failSinkAfterBytes?}
 // With "transitWorker": true the relay's bytes go through the page's worker protocol
 // (worker-transit.js) over a real MessageChannel, served on this thread (Node has no Worker
-// that runs browser modules).
+// that runs browser modules), with the records in libsodium's WebAssembly as the page's
+// worker does them.
 
 import { openAsBlob } from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { receive, send } from "../src/wormhole/index.js";
+import sodium from "libsodium";
+import { loadBox } from "../src/wormhole/records-box.js";
 import { serveTransit } from "../src/wormhole/worker-transit.js";
 
 const say = (event) => process.stdout.write(JSON.stringify(event) + "\n");
@@ -22,7 +25,7 @@ process.on("SIGTERM", () => controller.abort());
 let lastProgress = 0;
 const carried = { sent: 0, received: 0 };
 const sameThreadWorker = {
-  postMessage: (message, [port]) => serveTransit(port, carried),
+  postMessage: (message, [port]) => serveTransit(port, carried, loadBox(sodium)),
   addEventListener() {},
   removeEventListener() {},
 };

@@ -3,9 +3,9 @@
 The assets are built into `assets/` beside this module (`node web/build.mjs`, run by
 scripts/setup) and read once at start; only files directly in that directory are served,
 looked up by exact name, so no request path can reach anything else. Every answer carries
-a strict Content-Security-Policy: the page runs only its own scripts, talks only to its own
-origin, and cannot be framed. A request for `/` that does not accept `text/html` (a load
-balancer's check, a CLI) gets `Wormhole Relay` as before.
+a strict Content-Security-Policy: the page runs only its own scripts (and the WebAssembly
+they carry), talks only to its own origin, and cannot be framed. A request for `/` that
+does not accept `text/html` (a load balancer's check, a CLI) gets `Wormhole Relay`.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ PREFIX = "/web/"
 APPID = "lothar.com/wormhole/text-or-file-xfer"
 RELAY_TEXT = "Wormhole Relay\n"
 
+#: 'wasm-unsafe-eval' lets the page's own scripts compile the WebAssembly they carry
+#: (libsodium for transit records, hash-wasm for the file's SHA-256); it allows no
+#: JavaScript eval. Without it the page falls back to plain-JS crypto (docs/web.md).
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; worker-src 'self'; manifest-src 'self'; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 HEADERS: Mapping[str, str] = {
     "Content-Security-Policy": CSP,

@@ -40,18 +40,23 @@ let heldInMemory = null; // why the file being received is held in memory, or nu
 let savingLine = null; // "Saving NAME (SIZE)…" once an offer is accepted: the receiver's status
 // the service worker that streams downloads, registered at once so it is ready: {registration, why}
 const worker = registerWorker();
-// the dedicated worker that carries the relay's bytes and their encryption, started on first use
+// the dedicated worker that carries the relay's bytes and their encryption, started with the
+// page: its script and WebAssembly load while the person picks a file or types a code.
+// null until started; false once it failed to start: the core then does it on this thread.
 let transitWorker = null;
 function startTransitWorker() {
-  if (typeof Worker !== "function") return null; // the core then does it on this thread
-  transitWorker ??= new Worker("/web/transit-worker.js", { type: "module", name: "transit" });
+  if (typeof Worker !== "function" || transitWorker === false) return null;
+  if (transitWorker === null) {
+    transitWorker = new Worker("/web/transit-worker.js", { type: "module", name: "transit" });
+    transitWorker.addEventListener("error", () => (transitWorker = false), { once: true });
+  }
   return transitWorker;
 }
+startTransitWorker();
 
 class PageError extends Error {}
 
 async function endpoints() {
-  startTransitWorker(); // its script loads while the mailbox connects
   let response;
   try {
     response = await fetch("/web/config.json", { cache: "no-cache" });

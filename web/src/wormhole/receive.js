@@ -3,9 +3,9 @@
 // write awaited, so a slow disk slows the transfer rather than filling memory), hash them,
 // and acknowledge with the sha256 the sender checks.
 
-import { SHA256 } from "@stablelib/sha256";
 import { concat, toHex, toJsonBytes } from "./bytes.js";
 import { WormholeError } from "./errors.js";
+import { fileHash } from "./file-hash.js";
 import { checkOptions, withSession } from "./session.js";
 import { transitMessage } from "./transit.js";
 import { connectTransit } from "./worker-transit.js";
@@ -116,7 +116,7 @@ export const WRITE_BYTES = 1024 * 1024;
 
 // The sink may take the buffer of what it is given (the pieces are ours alone).
 export async function receiveInto(pipe, sink, total, onProgress) {
-  const hash = new SHA256(); // @stablelib's: see send.js
+  const hash = await fileHash();
   let done = 0;
   let batch = [];
   let batched = 0;

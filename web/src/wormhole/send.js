@@ -1,10 +1,12 @@
 // Sending, as `wormhole send` does in file-transfer v1: the offer through the mailbox, then
 // (for a file) its bytes through the relay in encrypted records, read from the Blob in slices
-// so a file of any size never sits in memory whole, and checked by the receiver's sha256 ack.
+// so a file of any size never sits in memory whole, and checked by the receiver's sha256 ack
+// against the file's own SHA-256, hashed from a read of its own while the sender waits.
 
-import { SHA256 } from "@stablelib/sha256";
 import { toHex, utf8 } from "./bytes.js";
-import { WormholeError } from "./errors.js";
+import { WormholeError, cancelled } from "./errors.js";
+import { fileHash } from "./file-hash.js";
+import { fileSlices } from "./file-slices.js";
 import { checkOptions, withSession } from "./session.js";
 import { BATCH_BYTES, transitMessage } from "./transit.js";
 import { connectTransit } from "./worker-transit.js";
@@ -14,15 +16,34 @@ export async function send(options) {
   if ((opts.text === undefined) === (opts.file === undefined)) {
     throw new TypeError("send() needs exactly one of text or file");
   }
-  return withSession(opts, async ({ wormhole, state, track, untrack }) => {
-    const code = await wormhole.allocateCode();
-    opts.onCode?.(code);
-    state("waiting");
-    await wormhole.establish();
-    state("transferring");
-    if (opts.text !== undefined) return sendText(wormhole, opts.text, opts);
-    return sendFile(wormhole, opts, track, untrack);
-  });
+  // the file's hash starts at once: a person has to pass the code on, and the hash is
+  // mostly done by the time the receiver connects, so the transfer spends nothing on it
+  const hashing = new AbortController();
+  const digest = opts.file !== undefined ? fileDigest(opts.file, hashing.signal) : null;
+  digest?.catch(() => {}); // looked at when the receiver's ack is in
+  try {
+    return await withSession(opts, async ({ wormhole, state, track, untrack }) => {
+      const code = await wormhole.allocateCode();
+      opts.onCode?.(code);
+      state("waiting");
+      await wormhole.establish();
+      state("transferring");
+      if (opts.text !== undefined) return sendText(wormhole, opts.text, opts);
+      return sendFile(wormhole, opts, digest, track, untrack);
+    });
+  } finally {
+    hashing.abort();
+  }
+}
+
+/** The hex SHA-256 of `file`, read in slices; stops (rejects) once `signal` is aborted. */
+export async function fileDigest(file, signal) {
+  const hash = await fileHash();
+  for await (const slice of fileSlices(file, BATCH_BYTES)) {
+    if (signal?.aborted) throw cancelled();
+    hash.update(slice);
+  }
+  return toHex(hash.digest());
 }
 
 async function sendText(wormhole, text, opts) {
@@ -52,11 +73,10 @@ async function expectAnswer(wormhole, ack) {
   }
 }
 
-async function sendFile(wormhole, opts, track, untrack) {
+async function sendFile(wormhole, opts, digest, track, untrack) {
   const { file } = opts;
-  const total = file.size;
   wormhole.send({ transit: transitMessage(opts) });
-  wormhole.send({ offer: { file: { filename: file.name ?? "file", filesize: total } } });
+  wormhole.send({ offer: { file: { filename: file.name ?? "file", filesize: file.size } } });
   // meet the peer at the relay while it decides (the session closes the socket if it declines)
   const connect = () => connectTransit(opts, { url: opts.transitUrl, transitKey: wormhole.transitKey, role: "sender", track });
   const early = connect();
@@ -65,31 +85,32 @@ async function sendFile(wormhole, opts, track, untrack) {
   // a person who took longer than the relay lets a lonely connection wait: connect again
   const pipe = await early.catch((err) => (opts.signal?.aborted ? Promise.reject(err) : connect()));
   try {
-    // the file's checksum: @stablelib's SHA-256 runs about 2.5x as fast as @noble's in
-    // Chromium, and this is the page's largest per-byte cost
-    const hash = new SHA256();
-    const read = (at) => file.slice(at, Math.min(total, at + BATCH_BYTES)).arrayBuffer();
-    let done = 0;
-    let next = total > 0 ? read(0) : null;
-    opts.onProgress?.({ done, total });
-    while (done < total) {
-      const slice = new Uint8Array(await next);
-      if (slice.length === 0) throw new WormholeError("transit", "The file got shorter while it was being sent.");
-      done += slice.length;
-      next = done < total ? read(done) : null; // the next slice is read while this one is sent
-      next?.catch(() => {}); // looked at on the next turn
-      hash.update(slice);
-      await pipe.sendData(slice); // may take the slice's buffer (a worker's pipe does)
-      opts.onProgress?.({ done, total });
-    }
-    const ack = JSON.parse(new TextDecoder().decode(await pipe.receive()));
-    if (ack.ack !== "ok") throw new WormholeError("peer", "The other side did not confirm it got the file.");
-    if (ack.sha256 !== undefined && ack.sha256 !== toHex(hash.digest())) {
-      throw new WormholeError("transit", "The file arrived damaged (its checksum differs). Send it again.");
-    }
-    return { kind: "file", bytes: total };
+    return await sendFileOver(pipe, file, digest, opts.onProgress);
   } finally {
     untrack(pipe.stream);
     pipe.close();
   }
+}
+
+/**
+ * The file's bytes into `pipe` in slices, then the receiver's ack, whose sha256 (optional in
+ * file-transfer v1) must equal `digest` (a promise of the file's hex SHA-256).
+ */
+export async function sendFileOver(pipe, file, digest, onProgress) {
+  const total = file.size;
+  let done = 0;
+  onProgress?.({ done, total });
+  for await (const slice of fileSlices(file, BATCH_BYTES)) {
+    if (done + slice.length > total) throw new WormholeError("transit", "The file grew while it was being sent. Send it again.");
+    done += slice.length;
+    await pipe.sendData(slice); // may take the slice's buffer (a worker's pipe does)
+    onProgress?.({ done, total });
+  }
+  if (done < total) throw new WormholeError("transit", "The file got shorter while it was being sent. Send it again.");
+  const ack = JSON.parse(new TextDecoder().decode(await pipe.receive()));
+  if (ack.ack !== "ok") throw new WormholeError("peer", "The other side did not confirm it got the file.");
+  if (ack.sha256 !== undefined && ack.sha256 !== (await digest)) {
+    throw new WormholeError("transit", "The file arrived damaged, or changed while it was being sent (its checksum differs). Send it again.");
+  }
+  return { kind: "file", bytes: total };
 }

@@ -4,8 +4,8 @@
 
 import { concat, equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
 import { WormholeError } from "./errors.js";
-import { xsalsa20poly1305 } from "@noble/ciphers/salsa.js";
-import { deriveKey, open } from "./keys.js";
+import { deriveKey } from "./keys.js";
+import { nobleBox } from "./records-box.js";
 import { WsStream } from "./stream.js";
 import { WssStream } from "./stream-wss.js";
 
@@ -42,8 +42,9 @@ export const RECORD_BYTES = 64 * 1024;
 export const BATCH_BYTES = 1024 * 1024;
 
 export class RecordPipe {
-  constructor(stream, sendKey, receiveKey) {
+  constructor(stream, sendKey, receiveKey, box = nobleBox) {
     this.stream = stream;
+    this.box = box;
     this.sendKey = sendKey;
     this.receiveKey = receiveKey;
     this.sent = 0;
@@ -51,12 +52,11 @@ export class RecordPipe {
   }
 
   // length || nonce || box of one record, built in `out` at `at`; returns the end. The box
-  // is sealed in place: noble's encrypt(plaintext, output) uses output's first 16 bytes as
-  // scratch (here where the nonce goes, written after) and leaves tag || ciphertext after.
+  // is sealed in place, before the nonce is written (a box may use that space as scratch).
   _seal(plaintext, out, at) {
     const nonce = recordNonce(this.sent++);
     const end = at + 28 + 16 + plaintext.length;
-    xsalsa20poly1305(this.sendKey, nonce).encrypt(plaintext, out.subarray(at + 12, end));
+    this.box.sealInto(this.sendKey, nonce, plaintext, out, at + 28);
     new DataView(out.buffer, out.byteOffset).setUint32(at, end - at - 4);
     out.set(nonce, at + 4);
     return end;
@@ -85,12 +85,13 @@ export class RecordPipe {
     const length = new DataView(head.buffer, head.byteOffset, 4).getUint32(0);
     if (length < 24 + 16) throw new WormholeError("transit", "The other side sent a broken transit record.");
     const box = await this.stream.read(length);
-    if (!equal(box.subarray(0, 24), recordNonce(this.received))) {
+    const nonce = recordNonce(this.received);
+    if (!equal(box.subarray(0, 24), nonce)) {
       throw new WormholeError("transit", `The other side's transit record ${this.received} came out of order; the transfer was stopped.`);
     }
     this.received++;
     try {
-      return open(this.receiveKey, box);
+      return this.box.open(this.receiveKey, nonce, box.subarray(24));
     } catch {
       throw new WormholeError("transit", "A transit record did not decrypt: the data was damaged on the way. Try again.");
     }
@@ -138,7 +139,7 @@ async function expect(stream, wanted, what) {
 // peer has met us there. Data flows only after the sender's "go". `track(closable)` gets
 // the socket at once, so the caller can close it while we still wait for the peer.
 // With a WebSocketStream constructor, reads carry back-pressure to the relay (see stream-wss.js).
-export async function connectThroughRelay({ url, WebSocket, WebSocketStream, transitKey, role, track }) {
+export async function connectThroughRelay({ url, WebSocket, WebSocketStream, transitKey, role, track, box }) {
   const what = `the transit relay at ${url}`;
   const stream = WebSocketStream
     ? await WssStream.open(url, WebSocketStream, what, track)
@@ -158,8 +159,8 @@ export async function connectThroughRelay({ url, WebSocket, WebSocketStream, tra
     const senderKey = deriveKey(transitKey, "transit_record_sender_key");
     const receiverKey = deriveKey(transitKey, "transit_record_receiver_key");
     return role === "sender"
-      ? new RecordPipe(stream, senderKey, receiverKey)
-      : new RecordPipe(stream, receiverKey, senderKey);
+      ? new RecordPipe(stream, senderKey, receiverKey, box)
+      : new RecordPipe(stream, receiverKey, senderKey, box);
   } catch (err) {
     stream.close();
     throw err;

@@ -1,6 +1,7 @@
 // Transit in a dedicated Worker: the worker owns the relay's WebSocket and the records'
-// SecretBox (transit.js, unchanged), so the page's thread only reads, hashes and saves the
-// file's bytes while a second core seals or opens them. Both ends of the port are here:
+// SecretBox (transit.js, with the box its caller gives: libsodium's WebAssembly in the page's
+// worker), so the page's thread only reads, hashes and saves the file's bytes while a second
+// core seals or opens them. Both ends of the port are here:
 // serveTransit() runs in the worker, WorkerPipe stands in for a RecordPipe on the page.
 //
 // Messages on one MessagePort per transfer (page -> worker): {op: "connect", ...},
@@ -13,14 +14,18 @@
 import { ownsBuffer } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { Queue } from "./queue.js";
+import { nobleBox } from "./records-box.js";
 import { connectThroughRelay } from "./transit.js";
 
 const WINDOW = 4 * 1024 * 1024; // plaintext bytes posted but not yet written, or not yet taken
 
 // -- the worker's side
 
-/** Serves one transfer on `port`; `carried` counts what this worker sealed and opened. */
-export function serveTransit(port, carried = { sent: 0, received: 0 }) {
+/**
+ * Serves one transfer on `port`; `carried` counts what this worker sealed and opened; `box`
+ * (or a promise of it) seals and opens the records (records-box.js).
+ */
+export function serveTransit(port, carried = { sent: 0, received: 0 }, box = nobleBox) {
   let pipe = null;
   let credit = WINDOW;
   let wake = null;
@@ -40,6 +45,7 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }) {
         transitKey: m.transitKey,
         role: m.role,
         track: () => {},
+        box: await box,
       });
       post({ op: "connected" });
     },
