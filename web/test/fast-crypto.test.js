@@ -23,6 +23,14 @@ function sealed(box, plaintext, n) {
   return out.subarray(16);
 }
 
+// the plaintext as the box opens it, into a larger buffer at an offset
+function opened(box, key, nonce, sealedBox) {
+  const out = new Uint8Array(sealedBox.length - 16 + 10).fill(0xee);
+  box.openInto(key, nonce, sealedBox, out, 7);
+  assert.deepEqual([...out.subarray(0, 7), ...out.subarray(out.length - 3)], Array(10).fill(0xee), "wrote outside its place");
+  return out.subarray(7, out.length - 3);
+}
+
 test("libsodium's record box makes noble's bytes, and each opens the other's", async () => {
   const fast = await loadBox(sodium);
   assert.equal(fast.name, "libsodium");
@@ -31,8 +39,8 @@ test("libsodium's record box makes noble's bytes, and each opens the other's", a
     const a = sealed(nobleBox, text, n);
     const b = sealed(fast, text, n);
     assert.deepEqual(b, a, `${size} bytes`);
-    assert.deepEqual(fast.open(KEY, recordNonce(n), a), text);
-    assert.deepEqual(nobleBox.open(KEY, recordNonce(n), b), text);
+    assert.deepEqual(opened(fast, KEY, recordNonce(n), a), text);
+    assert.deepEqual(opened(nobleBox, KEY, recordNonce(n), b), text);
   });
 });
 
@@ -43,9 +51,9 @@ test("a record with a flipped bit, another nonce or another key opens in neither
   flipped[500] ^= 1;
   const otherKey = KEY.map((b) => b ^ 0xff);
   for (const opener of [fast, nobleBox]) {
-    assert.throws(() => opener.open(KEY, recordNonce(3), flipped));
-    assert.throws(() => opener.open(KEY, recordNonce(4), box));
-    assert.throws(() => opener.open(otherKey, recordNonce(3), box));
+    assert.throws(() => opened(opener, KEY, recordNonce(3), flipped));
+    assert.throws(() => opened(opener, KEY, recordNonce(4), box));
+    assert.throws(() => opened(opener, otherKey, recordNonce(3), box));
   }
 });
 

@@ -7,15 +7,16 @@ import { xsalsa20poly1305 } from "@noble/ciphers/salsa.js";
 
 // A box writes tag || ciphertext of `plaintext` into `out` at `at` (the caller leaves 16
 // bytes before `at` free for scratch: the record's nonce goes there after), and opens
-// tag || ciphertext with `nonce` (throwing when it was made with another key).
+// tag || ciphertext with `nonce` into `out` at `at` (throwing, with nothing written, when it
+// was made with another key or damaged).
 export const nobleBox = {
   name: "@noble/ciphers",
   sealInto(key, nonce, plaintext, out, at) {
     // noble's encrypt(plaintext, output) uses output's first 16 bytes as scratch
     xsalsa20poly1305(key, nonce).encrypt(plaintext, out.subarray(at - 16, at + 16 + plaintext.length));
   },
-  open(key, nonce, box) {
-    return xsalsa20poly1305(key, nonce).decrypt(box);
+  openInto(key, nonce, box, out, at) {
+    out.set(xsalsa20poly1305(key, nonce).decrypt(box), at);
   },
 };
 
@@ -49,13 +50,13 @@ export function sodiumBox(lib) {
       lib._crypto_secretbox_easy(where.output, where.input, plaintext.length, 0, where.nonce, where.key);
       out.set(lib.HEAPU8.subarray(where.output, where.output + 16 + plaintext.length), to);
     },
-    open(key, nonce, box) {
+    openInto(key, nonce, box, out, at) {
       if (box.length < 16) throw new Error("record too short");
       const where = load(key, nonce, box);
       if (lib._crypto_secretbox_open_easy(where.output, where.input, box.length, 0, where.nonce, where.key) !== 0) {
         throw new Error("record did not open");
       }
-      return lib.HEAPU8.slice(where.output, where.output + box.length - 16);
+      out.set(lib.HEAPU8.subarray(where.output, where.output + box.length - 16), at);
     },
   };
 }

@@ -2,7 +2,7 @@
 // WebSocket: the relay handshake, the sender/receiver handshakes, go, then length-prefixed
 // SecretBox records with a per-direction counter nonce, written big-endian as every client does.
 
-import { concat, equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
+import { equal, fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
 import { WormholeError } from "./errors.js";
 import { deriveKey } from "./keys.js";
 import { nobleBox } from "./records-box.js";
@@ -80,36 +80,56 @@ export class RecordPipe {
     await this.stream.write(frame);
   }
 
-  async receive() {
+  // The next record's nonce and box (tag || ciphertext), its length and order checked.
+  async _next() {
     const head = await this.stream.read(4);
     const length = new DataView(head.buffer, head.byteOffset, 4).getUint32(0);
     if (length < 24 + 16) throw new WormholeError("transit", "The other side sent a broken transit record.");
-    const box = await this.stream.read(length);
+    const record = await this.stream.read(length);
     const nonce = recordNonce(this.received);
-    if (!equal(box.subarray(0, 24), nonce)) {
+    if (!equal(record.subarray(0, 24), nonce)) {
       throw new WormholeError("transit", `The other side's transit record ${this.received} came out of order; the transfer was stopped.`);
     }
     this.received++;
+    return { nonce, box: record.subarray(24) };
+  }
+
+  _openInto({ nonce, box }, out, at) {
     try {
-      return this.box.open(this.receiveKey, nonce, box.subarray(24));
+      this.box.openInto(this.receiveKey, nonce, box, out, at);
     } catch {
       throw new WormholeError("transit", "A transit record did not decrypt: the data was damaged on the way. Try again.");
     }
   }
 
-  // Whole records' plaintext, joined: at least one record, then more while bytes are
-  // already here, up to about BATCH_BYTES or the `limit` still expected (the Python CLI's
-  // 16 KiB records become fewer, larger pieces for the hash and the sink).
+  async receive() {
+    const record = await this._next();
+    const out = new Uint8Array(record.box.length - 16);
+    this._openInto(record, out, 0);
+    return out;
+  }
+
+  // Whole records' plaintext, opened into one buffer: at least one record, then more while
+  // bytes are already here, up to about BATCH_BYTES or the `limit` still expected (the
+  // Python CLI's 16 KiB records become fewer, larger pieces for the hash and the sink).
   async receiveData(limit) {
     const want = Math.min(limit, BATCH_BYTES);
-    const parts = [await this.receive()];
-    let got = parts[0].length;
-    while (got < want && this.stream.buffered > 0) {
-      const record = await this.receive();
-      parts.push(record);
-      got += record.length;
+    let record = await this._next();
+    let out = new Uint8Array(Math.max(want, record.box.length - 16));
+    let got = 0;
+    for (;;) {
+      const size = record.box.length - 16;
+      if (got + size > out.length) {
+        const larger = new Uint8Array(got + size); // a record larger than the room left
+        larger.set(out.subarray(0, got));
+        out = larger;
+      }
+      this._openInto(record, out, got);
+      got += size;
+      if (got >= want || this.stream.buffered === 0) break;
+      record = await this._next();
     }
-    return parts.length === 1 ? parts[0] : concat(...parts);
+    return got === out.length ? out : out.slice(0, got); // a buffer of its own, exactly
   }
 
   close() {
