@@ -109,27 +109,27 @@ export class RecordPipe {
     return out;
   }
 
-  // Whole records' plaintext, opened into one buffer: at least one record, then more while
-  // bytes are already here, up to about BATCH_BYTES or the `limit` still expected (the
-  // Python CLI's 16 KiB records become fewer, larger pieces for the hash and the sink).
+  // Whole records' plaintext, opened into one buffer of exactly their size: at least one
+  // record, then more while bytes are already here, up to about BATCH_BYTES or the `limit`
+  // still expected (the Python CLI's 16 KiB records become fewer, larger pieces for the
+  // hash and the sink). The records are gathered first (views of what the socket gave),
+  // so no buffer is made that is not handed on.
   async receiveData(limit) {
     const want = Math.min(limit, BATCH_BYTES);
-    let record = await this._next();
-    let out = new Uint8Array(Math.max(want, record.box.length - 16));
-    let got = 0;
-    for (;;) {
-      const size = record.box.length - 16;
-      if (got + size > out.length) {
-        const larger = new Uint8Array(got + size); // a record larger than the room left
-        larger.set(out.subarray(0, got));
-        out = larger;
-      }
-      this._openInto(record, out, got);
-      got += size;
-      if (got >= want || this.stream.buffered === 0) break;
-      record = await this._next();
+    const records = [await this._next()];
+    let size = records[0].box.length - 16;
+    while (size < want && this.stream.buffered > 0) {
+      const record = await this._next();
+      records.push(record);
+      size += record.box.length - 16;
     }
-    return got === out.length ? out : out.slice(0, got); // a buffer of its own, exactly
+    const out = new Uint8Array(size);
+    let at = 0;
+    for (const record of records) {
+      this._openInto(record, out, at);
+      at += record.box.length - 16;
+    }
+    return out;
   }
 
   close() {
