@@ -21,11 +21,21 @@ The received file must be the source, byte for byte, and the relay must have car
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from relay_support import ServedRelay, wait_for_happy
-from web_support import MIB, Cli, WebPage, heap_probe, random_file, sha256_file
+from web_support import (
+    MIB,
+    Cli,
+    HeapPeak,
+    HeapProbe,
+    WebPage,
+    heap_probe,
+    random_file,
+    sha256_file,
+)
 
 FILE_SIZE = 300 * MIB
 #: the sampled peak of the tab and its worker together, garbage included
@@ -39,43 +49,55 @@ TIMEOUT = 240.0
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 
-@pytest.mark.timeout(TIMEOUT + 60)
-def test_web_e2e_large_download_streams_to_disk(
-    web_page: WebPage,
-    cli: Cli,
-    web_server: ServedRelay,
-    base_url: str,
-    debug_port: int,
-    tmp_path: Path,
-) -> None:
-    source = random_file(tmp_path / "source", FILE_SIZE, name="three-hundred.bin")
-    cli.timeout = TIMEOUT
-    since = len(web_server.records())
-    sender = cli.send(str(source))
-    web_page.enter_code(sender.wait_code())
-    with heap_probe(debug_port, base_url) as probe:
-        before = probe.sample()
-        download = web_page.accept_offer(timeout=60)
-        peak = probe.sample_until(
-            lambda: web_page.state() in ("done", "failed"), SAMPLE_EVERY, TIMEOUT
-        )
-    assert web_page.state() == "done", web_page.message()
+def check_memory(what: str, before: int, peak: HeapPeak, peak_limit: int, held_limit: int) -> None:
+    """Print what the page held during a transfer (`what`), and hold it to the limits."""
     held, by_target = max(peak.held), peak.peak_by_target
     print(
-        f"\n# 300 MiB CLI -> page: peak JS heap + backing store {peak.peak_total / MIB:.1f} MiB"
-        f" over {peak.samples} samples (before the offer {before / MIB:.1f} MiB; per target "
+        f"\n# 300 MiB {what}: peak JS heap + backing store {peak.peak_total / MIB:.1f} MiB"
+        f" over {peak.samples} samples (before {before / MIB:.1f} MiB; per target "
         + ", ".join(f"{k.split()[0]} {v / MIB:.1f} MiB" for k, v in sorted(by_target.items()))
         + f"); held after a forced collection at most {held / MIB:.1f} MiB"
         f" ({len(peak.held)} collections); samples in MiB: {[round(x / MIB) for x in peak.series]}"
     )
-    assert peak.samples >= 10, "too few samples to say the memory stayed flat"
+    assert peak.samples >= 10, "too few samples to say what the page held"
+    assert peak.peak_total < peak_limit, (
+        f"the page peaked at {peak.peak_total / MIB:.0f} MiB: {peak.last}"
+    )
+    assert held < held_limit, f"the page held {held / MIB:.0f} MiB after a collection"
+
+
+@pytest.fixture
+def probe(base_url: str, debug_port: int) -> Iterator[HeapProbe]:
+    with heap_probe(debug_port, base_url) as sampling:
+        yield sampling
+
+
+@pytest.fixture
+def large(cli: Cli, tmp_path: Path) -> Path:
+    """The 300 MiB file, and the CLI given the time it takes."""
+    cli.timeout = TIMEOUT
+    return random_file(tmp_path / "source", FILE_SIZE, name="three-hundred.bin")
+
+
+def until_done(web_page: WebPage, probe: HeapProbe) -> HeapPeak:
+    return probe.sample_until(lambda: web_page.state() in ("done", "failed"), SAMPLE_EVERY, TIMEOUT)
+
+
+@pytest.mark.timeout(TIMEOUT + 60)
+def test_web_e2e_large_download_streams_to_disk(
+    web_page: WebPage, cli: Cli, web_server: ServedRelay, probe: HeapProbe, large: Path
+) -> None:
+    source, since = large, len(web_server.records())
+    sender = cli.send(str(source))
+    web_page.enter_code(sender.wait_code())
+    before = probe.sample()
+    download = web_page.accept_offer(timeout=60)
+    peak = until_done(web_page, probe)
+    assert web_page.state() == "done", web_page.message()
     assert any(k.startswith("service_worker") for k in peak.peak_by_target), (
         f"the service worker that streams the download was never sampled: {peak.last}"
     )
-    assert peak.peak_total < PEAK_LIMIT, (
-        f"the page peaked at {peak.peak_total / MIB:.0f} MiB: {peak.last}"
-    )
-    assert held < HELD_LIMIT, f"the page held {held / MIB:.0f} MiB after a collection"
+    check_memory("CLI -> page", before, peak, PEAK_LIMIT, HELD_LIMIT)
     sender.check(60)
     got = download.path()
     assert got is not None and Path(got).stat().st_size == FILE_SIZE
@@ -85,38 +107,16 @@ def test_web_e2e_large_download_streams_to_disk(
 
 @pytest.mark.timeout(TIMEOUT + 60)
 def test_web_e2e_large_upload_is_read_as_it_is_sent(
-    web_page: WebPage,
-    cli: Cli,
-    web_server: ServedRelay,
-    base_url: str,
-    debug_port: int,
-    tmp_path: Path,
+    web_page: WebPage, cli: Cli, web_server: ServedRelay, probe: HeapProbe, large: Path
 ) -> None:
-    source = random_file(tmp_path / "source", FILE_SIZE, name="three-hundred.bin")
-    cli.timeout = TIMEOUT
-    since = len(web_server.records())
-    with heap_probe(debug_port, base_url) as probe:
-        before = probe.sample()
-        receiver = cli.receive(web_page.send_file(source), file=True)
-        peak = probe.sample_until(
-            lambda: web_page.state() in ("done", "failed"), SAMPLE_EVERY, TIMEOUT
-        )
+    source, since = large, len(web_server.records())
+    before = probe.sample()
+    receiver = cli.receive(web_page.send_file(source), file=True)
+    peak = until_done(web_page, probe)
     assert web_page.state() == "done", web_page.message()
-    held, by_target = max(peak.held), peak.peak_by_target
-    print(
-        f"\n# 300 MiB page -> CLI: peak JS heap + backing store {peak.peak_total / MIB:.1f} MiB"
-        f" over {peak.samples} samples (before sending {before / MIB:.1f} MiB; per target "
-        + ", ".join(f"{k.split()[0]} {v / MIB:.1f} MiB" for k, v in sorted(by_target.items()))
-        + f"); held after a forced collection at most {held / MIB:.1f} MiB"
-        f" ({len(peak.held)} collections); samples in MiB: {[round(x / MIB) for x in peak.series]}"
-    )
-    assert peak.samples >= 10, "too few samples to say what the page held"
     # never the whole file (measured: a 300 MiB upload peaks at 130-220 MiB, 100-125 MiB
     # after a collection, nearly all in the transit worker; a 1 GiB one at 490 MiB)
-    assert peak.peak_total < FILE_SIZE, (
-        f"the page peaked at {peak.peak_total / MIB:.0f} MiB: {peak.last}"
-    )
-    assert held < FILE_SIZE // 2, f"the page held {held / MIB:.0f} MiB after a collection"
+    check_memory("page -> CLI", before, peak, FILE_SIZE, FILE_SIZE // 2)
     receiver.check(60)
     assert sha256_file(receiver.received) == sha256_file(source)
     wait_for_happy(web_server.records, since, FILE_SIZE)
