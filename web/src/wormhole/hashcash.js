@@ -4,8 +4,8 @@
 // `bits` leading zero bits.
 
 import { sha1 } from "@noble/hashes/legacy.js";
-import { createSHA1 } from "hash-wasm";
 import { fromUtf8, randomBytes, toHex, utf8 } from "./bytes.js";
+import { stampHash } from "./file-hash.js";
 
 export function leadingZeroBits(digest) {
   let bits = 0;
@@ -36,24 +36,9 @@ export function mintHashcash(resource, bits, when = new Date()) {
   }
 }
 
-// SHA-1 of a stamp: hash-wasm's WebAssembly, about three times as fast per stamp as
-// @noble/hashes' (which it falls back to where the runtime allows no WebAssembly).
-export async function stampHasher() {
-  try {
-    const hash = await createSHA1();
-    return (bytes) => {
-      hash.init();
-      hash.update(bytes);
-      return hash.digest("binary");
-    };
-  } catch {
-    return sha1;
-  }
-}
-
 // The same, giving the event loop a turn every few thousand hashes so a page stays responsive.
 export async function mintHashcashAsync(resource, bits, when = new Date()) {
-  const search = stampSearch(resource, bits, when, await stampHasher());
+  const search = stampSearch(resource, bits, when, await stampHash());
   for (;;) {
     const stamp = search.next(20000);
     if (stamp !== null) return stamp;

@@ -25,15 +25,16 @@ export const nobleBox = {
 // every record, so a record is copied in once and out once, with no allocation.
 export function sodiumBox(lib) {
   let room = 0; // the largest input the area holds
-  let at = 0; // the area: key (32) || nonce (24) || input (room + 16) || output (room + 16)
+  let where = null; // the area: key (32) || nonce (24) || input (room + 16) || output (room + 16)
   const area = (bytes) => {
-    if (bytes > room) {
-      if (at !== 0) lib._free(at);
+    if (where === null || bytes > room) {
+      if (where !== null) lib._free(where.key);
       room = Math.max(bytes, 64 * 1024);
-      at = lib._malloc(56 + 2 * (room + 16));
+      const at = lib._malloc(56 + 2 * (room + 16));
       if (at === 0) throw new Error("libsodium could not allocate memory");
+      where = { key: at, nonce: at + 32, input: at + 56, output: at + 56 + room + 16 };
     }
-    return { key: at, nonce: at + 32, input: at + 56, output: at + 56 + room + 16 };
+    return where;
   };
   const load = (key, nonce, input) => {
     const where = area(input.length);
