@@ -97,6 +97,9 @@ class Loop {
     this.writes = (this.writes ?? 0) + 1;
     for (const x of b) this.bytes.push(x);
   }
+  written() {
+    return Promise.resolve();
+  }
   async read(n) {
     if (this.bytes.length < n) throw new Error("short");
     return Uint8Array.from(this.bytes.splice(0, n));
@@ -156,6 +159,60 @@ test("records (libsodium's WebAssembly, as in the page's worker): the same with 
   const box = await loadBox(sodium);
   assert.equal(box.name, "libsodium");
   await recordsAgainstPython(box);
+});
+
+test("sending: frames are sealed into again only once the stream is done with their bytes", async () => {
+  // a stream that, like a WebSocketStream, holds each chunk until its write settles (here:
+  // when the test says), and only then takes its bytes
+  const held = [];
+  const taken = [];
+  const stream = {
+    last: Promise.resolve(),
+    async write(chunk) {
+      let settle;
+      this.last = new Promise((resolve) => (settle = resolve));
+      held.push({ chunk, settle });
+    },
+    written() {
+      return this.last;
+    },
+  };
+  const tk = deriveTransitKey(KEY);
+  const sendKey = deriveKey(tk, "transit_record_sender_key");
+  const pipe = new RecordPipe(stream, sendKey, deriveKey(tk, "transit_record_receiver_key"));
+  const pieces = Array.from({ length: 9 }, (_, n) => new Uint8Array(RECORD_BYTES * 2 + 5).fill(n));
+  const frames = new Set();
+  let writes = 0;
+  for (const piece of pieces) {
+    let sent = false;
+    const sending = pipe.sendData(piece).then(() => (sent = true));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    if (writes >= 4) {
+      assert.equal(sent, false, "a frame was reused before its write settled");
+      const oldest = held.find((h) => !h.done);
+      taken.push(oldest.chunk.slice()); // the stream takes the bytes, then settles
+      oldest.done = true;
+      oldest.settle();
+    }
+    await sending;
+    writes++;
+    frames.add(held.at(-1).chunk.buffer);
+    assert.equal(pipe.spare(), piece.buffer, "the sealed bytes' buffer is given back");
+    assert.equal(pipe.spare(), null);
+  }
+  for (const h of held.filter((h) => !h.done)) taken.push(h.chunk.slice());
+  assert.equal(frames.size, 4, "frames were not reused");
+  // every frame, as taken, opens to its piece: none was overwritten while held
+  taken.forEach((frame, n) => {
+    for (let r = 0, at = 0; r < 3; r++) {
+      const length = new DataView(frame.buffer).getUint32(at);
+      const record = frame.subarray(at + 4, at + 4 + length);
+      assert.deepEqual(record.subarray(0, 24), recordNonce(n * 3 + r));
+      const plain = open(sendKey, record);
+      assert.ok(plain.every((b) => b === n), `frame ${n} record ${r} is another piece's`);
+      at += 4 + length;
+    }
+  });
 });
 
 test("receiving: sink writes are awaited one at a time, batched, and hashed into the ack", async () => {

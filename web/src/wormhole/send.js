@@ -39,9 +39,11 @@ export async function send(options) {
 /** The hex SHA-256 of `file`, read in slices; stops (rejects) once `signal` is aborted. */
 export async function fileDigest(file, signal) {
   const hash = await fileHash();
-  for await (const slice of fileSlices(file, BATCH_BYTES)) {
+  const done = []; // buffers hashed, to read into again
+  for await (const slice of fileSlices(file, BATCH_BYTES, () => done.pop() ?? null)) {
     if (signal?.aborted) throw cancelled();
     hash.update(slice);
+    done.push(slice.buffer);
   }
   return toHex(hash.digest());
 }
@@ -100,9 +102,10 @@ export async function sendFileOver(pipe, file, digest, onProgress) {
   const total = file.size;
   let done = 0;
   onProgress?.({ done, total });
-  for await (const slice of fileSlices(file, BATCH_BYTES)) {
+  // the pipe takes each slice's buffer, and gives it back once sealed (spare())
+  for await (const slice of fileSlices(file, BATCH_BYTES, () => pipe.spare?.() ?? null)) {
     done += slice.length;
-    await pipe.sendData(slice); // may take the slice's buffer (a worker's pipe does)
+    await pipe.sendData(slice);
     onProgress?.({ done, total });
   }
   if (done < total) throw new WormholeError("transit", "The file got shorter while it was being sent. Send it again.");

@@ -74,6 +74,12 @@ export class WssStream {
     this.lastWrite = this.writer.write(bytes).catch(() => {});
   }
 
+  // Settles once the bytes of every write so far may be changed: the stream holds a chunk
+  // until its write settles.
+  written() {
+    return this.lastWrite;
+  }
+
   async drain(timeoutMs = 30000) {
     let timer;
     await Promise.race([this.lastWrite, new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);

@@ -103,6 +103,12 @@ export class WsStream {
     }
   }
 
+  // Settles once the bytes of every write so far may be changed: at once, since send()
+  // copies them.
+  written() {
+    return Promise.resolve();
+  }
+
   // Wait (bounded) until what we sent has left, so closing does not drop the tail.
   async drain(timeoutMs = 30000) {
     const end = Date.now() + timeoutMs;

@@ -40,6 +40,9 @@ export function transitMessage({ transitUrl, tcpRelay }) {
 export const RECORD_BYTES = 64 * 1024;
 // Plaintext handed on at once when receiving (and read from a file at once when sending).
 export const BATCH_BYTES = 1024 * 1024;
+// Sealed frames written and not yet reused: a frame is sealed into again once the stream no
+// longer needs its bytes, so sending makes no garbage but a few small objects per MiB.
+const FRAMES = 4;
 
 export class RecordPipe {
   constructor(stream, sendKey, receiveKey, box = nobleBox) {
@@ -49,6 +52,25 @@ export class RecordPipe {
     this.receiveKey = receiveKey;
     this.sent = 0;
     this.received = 0;
+    this.inFlight = []; // {frame, written}: frames written, oldest first
+    this.free = null; // the buffer of what sendData() last sealed, for spare()
+  }
+
+  // The buffer of the bytes sendData() was last given, once sealed (a caller that gives its
+  // buffers reads the next bytes into it), or null.
+  spare() {
+    const free = this.free;
+    this.free = null;
+    return free;
+  }
+
+  // A frame of at least `size` bytes to seal into: the oldest one written, once the stream
+  // no longer needs its bytes, or a new one while fewer than FRAMES were written.
+  async _frame(size) {
+    if (this.inFlight.length < FRAMES) return new Uint8Array(size);
+    const { frame, written } = this.inFlight.shift();
+    await written;
+    return frame.length >= size ? frame : new Uint8Array(size);
   }
 
   // length || nonce || box of one record, built in `out` at `at`; returns the end. The box
@@ -70,14 +92,17 @@ export class RecordPipe {
 
   // `bytes` as records of RECORD_BYTES, written in one message: the relay carries a byte
   // stream, so fewer, larger WebSocket messages cost the browser less for the same records.
+  // Takes `bytes`' buffer: the caller may read into it again only once spare() gives it.
   async sendData(bytes) {
     const count = Math.ceil(bytes.length / RECORD_BYTES);
-    const frame = new Uint8Array(bytes.length + count * (4 + 24 + 16));
+    const frame = await this._frame(bytes.length + count * (4 + 24 + 16));
     let end = 0;
     for (let at = 0; at < bytes.length; at += RECORD_BYTES) {
       end = this._seal(bytes.subarray(at, at + RECORD_BYTES), frame, end);
     }
-    await this.stream.write(frame);
+    this.free = bytes.byteOffset === 0 ? bytes.buffer : null;
+    await this.stream.write(frame.subarray(0, end));
+    this.inFlight.push({ frame, written: this.stream.written() });
   }
 
   // The next record's nonce and box (tag || ciphertext), its length and order checked.

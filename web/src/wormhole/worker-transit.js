@@ -8,7 +8,8 @@
 // {op: "data", bytes} (records to send, its buffer transferred), {op: "stream", limit}
 // (send me up to `limit` bytes of plaintext as they come), {op: "taken", bytes} (credit),
 // {op: "receive"} (one record), {op: "drain"} (once all was "sent"), {op: "close"}.
-// Worker -> page: "connected", "sent" (bytes written), "data" (plaintext, transferred),
+// Worker -> page: "connected", "sent" (bytes written, and the buffer they came in, given
+// back for the next read), "data" (plaintext, transferred),
 // "record", "drained", "error".
 
 import { ownsBuffer } from "./bytes.js";
@@ -17,7 +18,8 @@ import { Queue } from "./queue.js";
 import { nobleBox } from "./records-box.js";
 import { connectThroughRelay } from "./transit.js";
 
-const WINDOW = 4 * 1024 * 1024; // plaintext bytes posted but not yet written, or not yet taken
+export const WINDOW = 4 * 1024 * 1024; // plaintext bytes posted but not yet written, or not yet taken
+const SPARES = 8; // buffers given back and kept for reading into
 
 // -- the worker's side
 
@@ -50,9 +52,11 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }, box = nob
       post({ op: "connected" });
     },
     async data(m) {
+      const bytes = m.bytes.length;
       await pipe.sendData(m.bytes);
-      carried.sent += m.bytes.length;
-      post({ op: "sent", bytes: m.bytes.length });
+      carried.sent += bytes;
+      const spare = pipe.spare(); // m.bytes' buffer, sealed: back to the page to read into
+      post({ op: "sent", bytes, spare }, spare ? [spare] : []);
     },
     async stream(m) {
       for (let done = 0; done < m.limit; ) {
@@ -123,9 +127,11 @@ export class WorkerPipe {
     this.streaming = false;
     this.answers = new Queue(); // the worker's other messages, oldest first
     this.written = null; // resolves a wait for the worker's next "sent"
+    this.spares = []; // buffers the worker gave back, for spare()
     port.onmessage = ({ data: m }) => {
       if (m.op === "sent") {
         this.unsent -= m.bytes;
+        if (m.spare && this.spares.length < SPARES) this.spares.push(m.spare);
         this._written();
       } else if (m.op === "error") this.fail(new WormholeError(m.kind, m.message));
       else this.answers.push(m);
@@ -159,13 +165,18 @@ export class WorkerPipe {
     return m;
   }
 
+  // A buffer the worker sealed and gave back, or null (see RecordPipe.spare).
+  spare() {
+    return this.spares.pop() ?? null;
+  }
+
   // Hands `bytes` (and its buffer: the caller must not use it again) to the worker; waits
   // only while more than WINDOW bytes are still unwritten, so reading and sealing overlap.
   async sendData(bytes) {
     if (this.error) throw this.error;
     const owned = ownsBuffer(bytes) ? bytes : bytes.slice();
+    this.unsent += owned.length; // counted before posting detaches it (its length is then 0)
     this.port.postMessage({ op: "data", bytes: owned }, [owned.buffer]);
-    this.unsent += owned.length;
     await this._unsentAtMost(WINDOW);
   }
 
