@@ -1,8 +1,8 @@
 // A file's bytes in order, in slices of `size` bytes (the last one shorter), the next slice
 // read while the caller works on this one. Read with a BYOB reader of the file's stream, into
 // buffers the caller hands back (`spare`): a BYOB read costs a third of the CPU of
-// Blob.slice().arrayBuffer() in Chromium, and reused buffers leave no garbage, where a fresh
-// 1 MiB buffer per slice piled up faster than V8 collected it (docs/web.md, "Memory").
+// Blob.slice().arrayBuffer() in Chromium, and a transfer that reuses its buffers makes no
+// garbage per MiB (docs/web.md, "Where the work runs").
 //
 // Chromium's garbage collector can take a file's stream whose only reference is its own
 // pending read, and that read then never settles: the readers in use are kept in `reading`.
@@ -69,10 +69,10 @@ async function* sliced(blob, size) {
   let next = read(0);
   for (let at = 0; at < blob.size; ) {
     const slice = new Uint8Array(await next);
-    if (slice.length === 0) return;
+    if (slice.length === 0) return; // the caller counts, and says the file got shorter
     at += slice.length;
     next = at < blob.size ? read(at) : null;
-    next?.catch(() => {});
+    next?.catch(() => {}); // looked at on the next turn
     yield slice;
   }
 }

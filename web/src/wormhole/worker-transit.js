@@ -170,8 +170,9 @@ export class WorkerPipe {
     return this.spares.pop() ?? null;
   }
 
-  // Hands `bytes` (and its buffer: the caller must not use it again) to the worker; waits
-  // only while more than WINDOW bytes are still unwritten, so reading and sealing overlap.
+  // Hands `bytes` and its buffer to the worker (the caller may read into that buffer again
+  // once spare() gives it back); waits only while more than WINDOW bytes are still
+  // unwritten, so reading and sealing overlap.
   async sendData(bytes) {
     if (this.error) throw this.error;
     const owned = ownsBuffer(bytes) ? bytes : bytes.slice();
