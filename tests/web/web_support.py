@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,8 +100,11 @@ def random_text() -> str:
 # ------------------------------------------------------------------------- the browser
 
 
-def launch_chromium(playwright: Any, downloads: Path, debug_port: int) -> Any:
-    """Debian's Chromium, headless, downloads into `downloads`, DevTools on `debug_port`.
+def launch_chromium(
+    playwright: Any, downloads: Path, debug_port: int, extra: Sequence[str] = ()
+) -> Any:
+    """Debian's Chromium, headless, downloads into `downloads`, DevTools on `debug_port`,
+    with the `extra` flags a test needs.
 
     Playwright makes a fresh temporary profile (user-data dir) for every launch."""
     if not CHROMIUM.exists():
@@ -110,7 +113,7 @@ def launch_chromium(playwright: Any, downloads: Path, debug_port: int) -> Any:
     return playwright.chromium.launch(
         executable_path=str(CHROMIUM),
         headless=True,
-        args=[*CHROMIUM_FLAGS, f"--remote-debugging-port={debug_port}"],
+        args=[*CHROMIUM_FLAGS, f"--remote-debugging-port={debug_port}", *extra],
         downloads_path=str(downloads),
     )
 
@@ -151,7 +154,7 @@ class WebPage:
     def by_id(self, testid: str) -> Any:
         return self.page.get_by_test_id(testid)
 
-    def _transit_worker(self) -> Any:
+    def transit_worker(self) -> Any:
         workers = [w for w in self.page.workers if w.url.endswith("/web/transit-worker.js")]
         assert len(workers) == 1, f"one transit worker, not {[w.url for w in self.page.workers]}"
         return workers[0]
@@ -159,12 +162,12 @@ class WebPage:
     def transit_carried(self) -> dict[str, int]:
         """Plaintext bytes the page's transit worker sealed (`sent`) and opened (`received`)
         over this tab's transfers: shows the relay's bytes went through the worker."""
-        return dict(self._transit_worker().evaluate("self.carried"))
+        return dict(self.transit_worker().evaluate("self.carried"))
 
     def transit_box(self) -> str:
         """Which library seals the transit worker's records: "libsodium" (its WebAssembly,
         which the page's CSP must allow) or "@noble/ciphers" (the plain-JS fallback)."""
-        return str(self._transit_worker().evaluate("self.box"))
+        return str(self.transit_worker().evaluate("self.box"))
 
     # -- state
 

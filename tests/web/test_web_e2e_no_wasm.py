@@ -1,0 +1,93 @@
+"""Where the page's policy allows no WebAssembly (an operator's proxy that serves a stricter
+Content-Security-Policy, say), the page falls back to @noble's plain JS: a 10 MiB file each
+way with the `wormhole` CLI, its records sealed and opened by @noble/ciphers, and the
+file's SHA-256 (which each side's ack check compares) by @noble/hashes.
+
+The browser of this module rewrites the CSP of the page and of its transit worker's script
+(a worker has its own policy) to the served one without `'wasm-unsafe-eval'`. Responses made
+up by the browser this way come from no address, so its Local Network Access checks would
+block the page's loopback mailbox: this module's browser runs with them off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from relay_support import ServedRelay, wait_for_happy
+from web_support import MIB, Cli, WebPage, launch_chromium, random_file, sha256_file
+
+from pigeonhole.web.serving import CSP
+
+FILE_SIZE = 10 * MIB
+STRICT = CSP.replace(" 'wasm-unsafe-eval'", "")
+#: the page itself and its transit worker's script: the two documents with a policy
+POLICED = re.compile(r"^https?://[^/]+/(\?[^#]*)?$|/web/transit-worker\.js$")
+#: the smallest WebAssembly module: compiling it is what the policy allows or refuses
+EMPTY_MODULE = "new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0])"
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
+    with sync_api.sync_playwright() as playwright:
+        chromium = launch_chromium(
+            playwright, downloads_dir, debug_port, ["--disable-features=LocalNetworkAccessChecks"]
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    ctx = browser.new_context(accept_downloads=True)
+
+    def stricter(route: Any) -> None:
+        response = route.fetch()
+        assert response.headers.get("content-security-policy") == CSP
+        route.fulfill(
+            response=response, headers={**response.headers, "content-security-policy": STRICT}
+        )
+
+    ctx.route(POLICED, stricter)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+
+
+def compiles(where: Any) -> bool:
+    """Whether `where` (the page, or a worker) may compile WebAssembly."""
+    return bool(
+        where.evaluate(f"WebAssembly.compile({EMPTY_MODULE}).then(() => true, () => false)")
+    )
+
+
+def test_web_e2e_no_wasm_falls_back_both_ways(
+    web_page: WebPage, cli: Cli, web_server: ServedRelay, tmp_path: Path
+) -> None:
+    assert STRICT != CSP and "wasm" not in STRICT
+    assert not compiles(web_page.page), "the stricter policy did not reach the page"
+    source = random_file(tmp_path / "source", FILE_SIZE, name="plain.bin")
+    since = len(web_server.records())
+    receiver = cli.receive(web_page.send_file(source), file=True)
+    receiver.check()
+    web_page.wait_state("done", timeout=60)
+    assert sha256_file(receiver.received) == sha256_file(source)
+    # (the worker is surely there once a transfer went through it)
+    assert not compiles(web_page.transit_worker()), "the policy did not reach the worker"
+    assert web_page.transit_box() == "@noble/ciphers"
+    sender = cli.send(str(source))
+    got = web_page.receive_file(sender.wait_code(), tmp_path / "got")
+    sender.check()
+    assert sha256_file(got) == sha256_file(source)
+    carried = web_page.transit_carried()  # the file each way, and the page's ack record
+    assert carried["received"] == FILE_SIZE and FILE_SIZE < carried["sent"] < FILE_SIZE + 200
+    wait_for_happy(web_server.records, since, FILE_SIZE)
