@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
 from interop_support import Forwarder, Net, NetNS
 from relay_support import ServedRelay
-from web_support import Cli, WebPage, launch_chromium
+from web_support import Cli, WebPage, chromium
 
 import process_support
 
@@ -57,13 +57,8 @@ def downloads_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: running event loop, which the asyncio tests of other folders cannot share
 @pytest.fixture(scope="module")
 def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
-    with sync_api.sync_playwright() as playwright:
-        chromium = launch_chromium(playwright, downloads_dir, debug_port)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium(downloads_dir, debug_port) as launched:
+        yield launched
 
 
 @pytest.fixture

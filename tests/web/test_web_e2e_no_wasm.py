@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from relay_support import ServedRelay, wait_for_happy
-from web_support import MIB, Cli, WebPage, launch_chromium, random_file, sha256_file
+from web_support import MIB, Cli, WebPage, chromium, random_file, sha256_file
 
 from pigeonhole.web.serving import CSP
 
@@ -34,15 +34,8 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
-    with sync_api.sync_playwright() as playwright:
-        chromium = launch_chromium(
-            playwright, downloads_dir, debug_port, ["--disable-features=LocalNetworkAccessChecks"]
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium(downloads_dir, debug_port, ["--disable-features=LocalNetworkAccessChecks"]) as b:
+        yield b
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """Drive the browser page end to end: Debian's Chromium through Playwright, the page only
 through its `data-testid` automation contract, and the real CLIs beside it.
 
-- `launch_chromium`: Debian's /usr/bin/chromium (never a downloaded browser), headless,
-  with the flags this machine needs, a DevTools port of its own (for `HeapProbe`), and
-  downloads accepted into a directory of the test's.
+- `chromium`: Debian's /usr/bin/chromium (never a downloaded browser), headless, with the
+  flags this machine needs (and a test's own), a DevTools port of its own (for
+  `HeapProbe`), and downloads accepted into a directory of the test's.
 - `WebPage`: one tab of the page (`send_text`, `send_file`, `receive`, `state`, ...).
 - `Cli`: the Python `wormhole` CLI with `--no-listen`, so the relay carries the bytes.
 - `HeapProbe`: `Runtime.getHeapUsage` of every page and worker target of the browser,
@@ -100,22 +100,27 @@ def random_text() -> str:
 # ------------------------------------------------------------------------- the browser
 
 
-def launch_chromium(
-    playwright: Any, downloads: Path, debug_port: int, extra: Sequence[str] = ()
-) -> Any:
-    """Debian's Chromium, headless, downloads into `downloads`, DevTools on `debug_port`,
-    with the `extra` flags a test needs.
+@contextlib.contextmanager
+def chromium(downloads: Path, debug_port: int, extra: Sequence[str] = ()) -> Iterator[Any]:
+    """Debian's Chromium under Playwright, headless, downloads into `downloads`, DevTools on
+    `debug_port`, with the `extra` flags a test needs; closed at the end.
 
     Playwright makes a fresh temporary profile (user-data dir) for every launch."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra installs it")
     if not CHROMIUM.exists():
         pytest.skip(f"no {CHROMIUM} (Debian package `chromium`)")
     downloads.mkdir(parents=True, exist_ok=True)
-    return playwright.chromium.launch(
-        executable_path=str(CHROMIUM),
-        headless=True,
-        args=[*CHROMIUM_FLAGS, f"--remote-debugging-port={debug_port}", *extra],
-        downloads_path=str(downloads),
-    )
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=[*CHROMIUM_FLAGS, f"--remote-debugging-port={debug_port}", *extra],
+            downloads_path=str(downloads),
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 #: the automation contract's `data-testid`s (docs/web.md)
