@@ -39,12 +39,18 @@ def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
 
 
 @pytest.fixture
-def context(browser: Any) -> Iterator[Any]:
+def served() -> list[str | None]:
+    """The policies the server sent for the documents the browser rewrote."""
+    return []
+
+
+@pytest.fixture
+def context(browser: Any, served: list[str | None]) -> Iterator[Any]:
     ctx = browser.new_context(accept_downloads=True)
 
     def stricter(route: Any) -> None:
         response = route.fetch()
-        assert response.headers.get("content-security-policy") == CSP
+        served.append(response.headers.get("content-security-policy"))
         route.fulfill(
             response=response, headers={**response.headers, "content-security-policy": STRICT}
         )
@@ -64,9 +70,10 @@ def compiles(where: Any) -> bool:
 
 
 def test_web_e2e_no_wasm_falls_back_both_ways(
-    web_page: WebPage, cli: Cli, web_server: ServedRelay, tmp_path: Path
+    web_page: WebPage, cli: Cli, web_server: ServedRelay, served: list[str | None], tmp_path: Path
 ) -> None:
     assert STRICT != CSP and "wasm" not in STRICT
+    assert served[:1] == [CSP], f"the page's policy, as served, was not the one rewritten: {served}"
     assert not compiles(web_page.page), "the stricter policy did not reach the page"
     source = random_file(tmp_path / "source", FILE_SIZE, name="plain.bin")
     since = len(web_server.records())
@@ -76,6 +83,7 @@ def test_web_e2e_no_wasm_falls_back_both_ways(
     assert sha256_file(receiver.received) == sha256_file(source)
     # (the worker is surely there once a transfer went through it)
     assert not compiles(web_page.transit_worker()), "the policy did not reach the worker"
+    assert served == [CSP, CSP], f"the page's and the worker's policies, as served: {served}"
     assert web_page.transit_box() == "@noble/ciphers"
     sender = cli.send(str(source))
     got = web_page.receive_file(sender.wait_code(), tmp_path / "got")
