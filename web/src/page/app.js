@@ -2,6 +2,7 @@
 // over this server's mailbox and WebSocket relay. Same origin only (config.json says where).
 import { completeWord, receive, send, WormholeError } from "../wormhole/index.js";
 import { bytes, Meter, progressLine } from "./format.js";
+import { codeFromFragment, codeLink, forgetFragment, qrSvg } from "./share.js";
 import { memorySink, registerWorker, workerSink } from "./sinks.js";
 
 const $ = (id) => document.getElementById(id);
@@ -20,6 +21,9 @@ const ui = {
   codeBox: $("code-box"),
   code: $("code"),
   copyCode: $("copy-code"),
+  codeLink: $("code-link"),
+  copyLink: $("copy-link"),
+  qrBox: $("code-qr-box"),
   offer: $("offer"),
   offerText: $("offer-text"),
   accept: $("accept-button"),
@@ -116,6 +120,9 @@ function clearTransfer() {
   ui.transfer.scrollIntoView({ block: "nearest" });
   ui.codeBox.hidden = true;
   ui.code.textContent = "";
+  ui.codeLink.textContent = "";
+  ui.codeLink.href = "/";
+  ui.qrBox.replaceChildren();
   ui.offer.hidden = true;
   ui.accept.hidden = true;
   ui.decline.hidden = true;
@@ -163,6 +170,18 @@ function onState(state) {
   else if (state === "transferring") setState("transferring", savingLine || "Transferring…");
 }
 
+// The link that receives with `code`, and its QR code (the sender's page shows both).
+function showLink(code) {
+  const link = codeLink(code);
+  ui.codeLink.href = link;
+  ui.codeLink.textContent = link;
+  const qr = qrSvg(link);
+  qr.dataset.testid = "code-qr";
+  qr.setAttribute("role", "img");
+  qr.setAttribute("aria-label", "QR code of the link");
+  ui.qrBox.replaceChildren(qr);
+}
+
 async function startSend() {
   const text = ui.sendText.value;
   const file = ui.sendFile.files[0] || null;
@@ -182,6 +201,7 @@ async function startSend() {
       signal: running.signal,
       onCode(code) {
         ui.code.textContent = code;
+        showLink(code);
         ui.codeBox.hidden = false;
         // the code is what the person needs next: show it (below the fold on a phone, at the
         // window's bottom edge on a desktop) and put keyboard and screen-reader focus there
@@ -359,8 +379,32 @@ async function copy(text, button) {
   } catch {
     button.textContent = "Select and copy by hand";
   }
-  setTimeout(() => (button.textContent = button === ui.copyCode ? "Copy code" : "Copy text"), 2000);
+  const label = { "copy-code": "Copy code", "copy-link": "Copy link" }[button.id] ?? "Copy text";
+  setTimeout(() => (button.textContent = label), 2000);
 }
 ui.copyCode.addEventListener("click", () => copy(ui.code.textContent, ui.copyCode));
+ui.copyLink.addEventListener("click", () => copy(ui.codeLink.href, ui.copyLink));
 ui.copyText.addEventListener("click", () => copy(ui.receivedText.textContent, ui.copyText));
 setState("idle");
+
+// A link BASE/#CODE starts receiving at once (an offered file still waits for Accept); the
+// fragment is taken out of the address bar once read, so the code stays out of the history.
+function receiveFromLink() {
+  const found = codeFromFragment(location.hash);
+  if (found === null) return;
+  forgetFragment();
+  if (running) {
+    say("A link to receive with was opened while a transfer runs: it was not used.");
+    return;
+  }
+  if (found.error) {
+    clearTransfer();
+    setState("failed", found.error);
+    ui.receiveCode.focus();
+    return;
+  }
+  ui.receiveCode.value = found.code;
+  startReceive();
+}
+window.addEventListener("hashchange", receiveFromLink);
+receiveFromLink();
