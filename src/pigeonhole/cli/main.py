@@ -20,6 +20,7 @@ LAZY_COMMANDS = {
     "report": "pigeonhole.cli.usage:report",
     "demo-data": "pigeonhole.cli.usage:demo_data",
     "import-reference": "pigeonhole.cli.migrate:import_reference_command",
+    "backup": "pigeonhole.cli.backup:backup_command",
 }
 
 
