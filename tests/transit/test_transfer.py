@@ -158,7 +158,7 @@ async def test_splice_pipes_are_as_large_as_the_page_account_allows_and_come_bac
     larger than the account allows under a tight one; every byte goes either way, and
     the pages come back when the relay stops."""
     pages = PeakPages(limit)
-    monkeypatch.setattr(splice, "PIPE_PAGES", pages)
+    monkeypatch.setattr(splice, "pipe_pages", lambda: pages)
     async with Relay(TransitConfig()) as relay:
         await transfer(relay, "tcp", "tcp", 16 * MIB)
         await relay.settle()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -97,7 +98,11 @@ class TransitService:
     """The relay as the server runs it; each finished connection's record is committed."""
 
     def __init__(
-        self, config: ServerConfig, committer: Committer, waiting: WaitingFactory | None = None
+        self,
+        config: ServerConfig,
+        committer: Committer,
+        waiting: WaitingFactory | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self._committer = committer
@@ -109,6 +114,7 @@ class TransitService:
             transit_config(config),
             usage=self._usage,
             address_key=lambda host: client_key(host, prefix),
+            clock=clock,
         )
         #: the TCP port bound (the configured one, or the one picked for port 0)
         self.port: int | None = None
@@ -149,7 +155,7 @@ class TransitService:
         parse_address(address)  # a bad setting fails the start, not each pair
         self.rows = waiting(address, self.config.transit_lonely_timeout)
         await self.rows.gone(address)
-        self.relay.hub.directory = SharedPairing(self.rows)
+        self.relay.pair_across(SharedPairing(self.rows))
         log.info("transit: pairs across nodes meet on this node at %s", address)
 
     def accept_websocket(
@@ -170,7 +176,7 @@ class TransitService:
 
     async def stop(self) -> None:
         """Let active pairs finish, up to the drain time; then close everything."""
-        waiting = self.relay.hub.core.active_pairs if self.port is not None else 0
+        waiting = self.relay.figures()["active_pairs"] if self.port is not None else 0
         if waiting:
             log.info("transit: draining %d active pairs (up to %g s)", waiting,
                      self.config.transit_drain_timeout)  # fmt: skip
@@ -183,8 +189,7 @@ class TransitService:
         """The relay's figures, refusals and moods keyed by plain strings (for JSON)."""
         if self.port is None:
             return {}
-        stats = self.relay.stats()
+        stats = self.relay.figures()
         for name in ("refusals", "moods"):
             stats[name] = {str(key): count for key, count in stats[name].items()}
         return stats
-

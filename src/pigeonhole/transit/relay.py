@@ -4,8 +4,10 @@
 bound by the caller; accepted sockets are owned by the relay (tcp.py) and paired by the
 core. `attach_websocket` takes an upgraded WebSocket from the server's front door into
 the same pairing table. `stop` stops accepting, closes unpaired connections, lets active
-pairs finish for up to `drain_timeout`, then closes everything. Finished usage records go
-to the `usage` sink (a callback, or a `UsageQueue`).
+pairs finish for up to `drain_timeout` (it returns as soon as the last one has ended),
+then closes everything. Finished usage records go to the `usage` sink (a callback, or a
+`UsageQueue`). Every time the relay reads is its `clock`'s (wall-clock seconds, as the
+mailbox's; a test passes one it moves, then calls `check_timeouts`).
 """
 
 from __future__ import annotations
@@ -60,9 +62,11 @@ class TransitRelay:
         address_key: Callable[[str], str] = plain_address,
         splice: bool = True,
         directory: Directory | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         #: where relays sharing pairs record waiting connections (peers.py); None: alone
         self.directory = directory
+        self.clock = clock
         self.config = config or TransitConfig()
         self._usage = usage
         self.address_key = address_key
@@ -86,7 +90,9 @@ class TransitRelay:
         sockets: Sequence[socket.socket] = (),
     ) -> None:
         """Listen on every (host, port), and on `sockets` (bound, listening or not)."""
-        self._hub = Hub(self.config, self._usage, splice=self._splice, directory=self.directory)
+        self._hub = Hub(
+            self.config, self._usage, self.clock, splice=self._splice, directory=self.directory
+        )
         hosts = [host] if isinstance(host, str) or host is None else list(host)
         listeners = list(sockets)
         for port in ports:
@@ -147,8 +153,22 @@ class TransitRelay:
             endpoint.data_received(rest)
         return endpoint
 
-    def stats(self) -> dict[str, Any]:
-        """Figures for the status page and metrics (waiting, pairs, bytes, refusals, moods)."""
+    def pair_across(self, directory: Directory) -> None:
+        """From now on, sides that wait here are recorded in `directory`, shared with other
+        relays, and a side whose partner waits on one of them is joined to it there
+        (peers.py). A running relay takes it too: its address is known once it listens."""
+        self.directory = directory
+        if self._hub is not None:
+            self._hub.dialer.directory = directory
+
+    def check_timeouts(self) -> None:
+        """Close the connections past a timeout now (the relay does it every
+        `sweep_interval`; a test that moved the clock need not wait for it)."""
+        self.hub.check_timeouts()
+
+    def figures(self) -> dict[str, Any]:
+        """Figures for the status page and metrics (connections, waiting, active pairs,
+        bytes relayed, refusals and moods by kind)."""
         core = self.hub.core
         return {
             "connections": core.connections,
@@ -170,17 +190,13 @@ class TransitRelay:
         """Stop accepting; active pairs get up to `drain_timeout` to finish; then close all."""
         if self._hub is None:
             return
-        hub = self._hub
+        hub, core = self._hub, self._hub.core
         drain = self.config.drain_timeout if drain_timeout is None else drain_timeout
         self.close_listeners()
-        hub.run(hub.core.close_unpaired(time.time()))
-        deadline = hub.loop.time() + drain
-        while hub.core.active_pairs and hub.loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        hub.run(hub.core.end_all_pairs(time.time()))
-        deadline = hub.loop.time() + min(self.config.close_timeout, 2.0)
-        while hub.live and hub.loop.time() < deadline:
-            await asyncio.sleep(0.02)
+        hub.run(core.close_unpaired(self.clock()))
+        await hub.settled(lambda: not core.active_pairs, drain)
+        hub.run(core.end_all_pairs(self.clock()))
+        await hub.settled(lambda: not hub.live, min(self.config.close_timeout, 2.0))
         hub.close()
         with contextlib.suppress(Exception):
             await asyncio.sleep(0)

@@ -29,8 +29,8 @@ it moves and gives it back as soon as it is empty: a relay whose receivers keep 
 needs far fewer full-size pipes than two per pair, and only a flow held up by its
 receiver keeps one (its buffer, at most `direction_buffer_bytes`). Pipes are made
 at that size while the process's pipes stay within `PipePages` (7/8 of the user's
-limit), smaller past it; with no descriptor left for a pipe, a move copies one slice
-through Python instead.
+limit, read from /proc once, when the first relay of the process starts), smaller past
+it; with no descriptor left for a pipe, a move copies one slice through Python instead.
 """
 
 from __future__ import annotations
@@ -38,15 +38,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
-import time
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
-from pigeonhole.transit.config import TransitConfig
 from pigeonhole.transit.core import TransitCore
 from pigeonhole.transit.party import Party, Step
 from pigeonhole.transit.tcp import TcpEndpoint
+from pigeonhole.transit.throttle import Throttle
 
 FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -120,33 +121,38 @@ class PipePages:
         self.used -= pages
 
 
-PIPE_PAGES = PipePages(pipe_page_limit())
+@functools.cache
+def pipe_pages() -> PipePages:
+    """The process's one page account (the per-user limit is the whole process's), made
+    when the first pipe pool is."""
+    return PipePages(pipe_page_limit())
 
 
 class Pipe:
-    """A non-blocking pipe: its two ends and its capacity in bytes."""
+    """A non-blocking pipe: its two ends, its capacity in bytes, the account it is in."""
 
-    __slots__ = ("capacity", "r", "w")
+    __slots__ = ("capacity", "pages", "r", "w")
 
-    def __init__(self, r: int, w: int, capacity: int) -> None:
-        self.r, self.w, self.capacity = r, w, capacity
+    def __init__(self, r: int, w: int, capacity: int, pages: PipePages) -> None:
+        self.r, self.w, self.capacity, self.pages = r, w, capacity, pages
 
     def close(self) -> None:
         os.close(self.r)
         os.close(self.w)
-        PIPE_PAGES.give_back(self.capacity // PAGE)
+        self.pages.give_back(self.capacity // PAGE)
 
 
 class PipePool:
     """The empty pipes of one relay, lent to a flow for a move and given back empty."""
 
-    __slots__ = ("_free", "created", "keep", "size")
+    __slots__ = ("_free", "created", "keep", "pages", "size")
 
     def __init__(self, size: int, keep: int = KEEP_FREE_PIPES) -> None:
         #: the size pipes are made at (a direction's buffer bound, within what the system
         #: lets this process ask for), pages permitting
         limit = pipe_size_limit()
         self.size = size if limit is None else min(size, limit)
+        self.pages = pipe_pages()
         self.keep = keep
         self._free: list[Pipe] = []
         #: pipes made so far (each lent again and again)
@@ -159,19 +165,20 @@ class PipePool:
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.created += 1
         capacity = fcntl.fcntl(w, F_GETPIPE_SZ)
-        PIPE_PAGES.take(capacity // PAGE, needed=True)
+        pages = self.pages
+        pages.take(capacity // PAGE, needed=True)
         want = self.size
         if want > capacity:  # as large as the page account allows
-            while want > capacity and not PIPE_PAGES.take((want - capacity) // PAGE):
+            while want > capacity and not pages.take((want - capacity) // PAGE):
                 want //= 2
             want = max(want, capacity)
         if want != capacity:
             with contextlib.suppress(OSError):  # refused: the pipe keeps its size
                 fcntl.fcntl(w, F_SETPIPE_SZ, want)
             got = fcntl.fcntl(w, F_GETPIPE_SZ)
-            PIPE_PAGES.give_back((max(want, capacity) - got) // PAGE)
+            pages.give_back((max(want, capacity) - got) // PAGE)
             capacity = got
-        return Pipe(r, w, capacity)
+        return Pipe(r, w, capacity, pages)
 
     def give_back(self, pipe: Pipe) -> None:
         """Take back an empty pipe (kept for the next move, or closed)."""
@@ -190,21 +197,23 @@ class Flow:
     """One direction of a pair: `src`'s bytes through a lent pipe out to `dst`."""
 
     __slots__ = (
-        "_head",
+        "_copied",
+        "_greeting",
         "_in_pipe",
         "_loop",
         "_pipe",
         "_pool",
         "_pump",
         "_reading",
-        "_timer",
         "_writing",
         "dst",
         "eof",
         "src",
     )
 
-    def __init__(self, pump: SplicePump, src: TcpEndpoint, dst: TcpEndpoint, head: bytes) -> None:
+    def __init__(
+        self, pump: SplicePump, src: TcpEndpoint, dst: TcpEndpoint, greeting: bytes
+    ) -> None:
         self._pump = pump
         self._loop = pump.loop
         self._pool = pump.pipes
@@ -212,12 +221,14 @@ class Flow:
         #: the pipe lent for the move under way (None between moves)
         self._pipe: Pipe | None = None
         self._in_pipe = 0
-        #: bytes the relay says first to `dst` (`ok\n`, then what `src` sent with its
-        #: line), and a slice copied through Python when no pipe could be had
-        self._head = memoryview(head) if head else None
+        #: what the relay says first to `dst` (`ok\n`, then what `src` sent with its
+        #: line), not all sent yet
+        self._greeting = memoryview(greeting) if greeting else None
+        #: a slice of `src`'s bytes read through Python (no pipe could be had), not all
+        #: sent yet
+        self._copied: memoryview | None = None
         self._reading = self._writing = False
         self.eof = False
-        self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         if self._drain():
@@ -250,6 +261,7 @@ class Flow:
         party = self.src.party
         assert party is not None
         bucket = party.bucket
+        pump = self._pump
         try:
             for _ in range(MOVES_PER_CALL):
                 pipe = self._pipe
@@ -258,11 +270,9 @@ class Flow:
                         pipe = self._pipe = self._pool.borrow()
                 room = pipe.capacity if pipe is not None else FIRST_PIPE_BYTES
                 if bucket is not None:
-                    now = time.time()  # the core's clock, which made the bucket
-                    room = min(room, bucket.allowance(now))
-                    if room <= 0:
+                    room = pump.throttle.room(bucket, room, self._read_on)
+                    if not room:  # read again once the bucket lets bytes go
                         self._read_off()
-                        self._timer = self._loop.call_later(bucket.delay(now), self._read_on)
                         return
                 try:
                     if pipe is not None:
@@ -271,7 +281,7 @@ class Flow:
                     else:
                         data = self.src.sock.recv(room)
                         moved = len(data)
-                        self._head = memoryview(data) if data else None
+                        self._copied = memoryview(data) if data else None
                 except (BlockingIOError, InterruptedError):
                     return
                 except OSError:
@@ -279,14 +289,14 @@ class Flow:
                 if not moved:
                     self.eof = True
                     self._read_off()
-                    self._pump.source_ended(self)
+                    pump.source_ended(self)
                     self._drain()
                     return
                 if bucket is not None:
                     bucket.spend(moved)
-                step = self._pump.core_relayed(party, moved)
+                step = pump.relayed(party, moved)
                 if step is not None:
-                    self._pump.run(step)
+                    pump.run(step)
                     return
                 if not self._drain():
                     self._read_off()  # resumed once the pipe has emptied into `dst`
@@ -309,13 +319,16 @@ class Flow:
             self._read_on()
 
     def _drain(self) -> bool:
-        """Move the head and the pipe into `dst`; True once all of it has gone."""
+        """Move the greeting, a copied slice and the pipe into `dst`; True once all of
+        it has gone."""
         try:
-            if self._head is not None:
-                sent = self.dst.sock.send(self._head)
-                self._head = self._head[sent:] if sent < len(self._head) else None
-                if self._head is not None:
-                    self._write_on()
+            if self._greeting is not None:
+                self._greeting = self._send(self._greeting)
+                if self._greeting is not None:
+                    return False
+            if self._copied is not None:
+                self._copied = self._send(self._copied)
+                if self._copied is not None:
                     return False
             pipe = self._pipe
             while self._in_pipe:
@@ -333,18 +346,30 @@ class Flow:
             self._pump.flow_done(self)
         return True
 
+    def _send(self, data: memoryview) -> memoryview | None:
+        """Send what `dst` takes now; the rest (None: nothing left). BlockingIOError and
+        OSError go to `_drain`."""
+        sent = self.dst.sock.send(data)
+        if sent == len(data):
+            return None
+        self._write_on()
+        return data[sent:]
+
     @property
     def held(self) -> int:
-        """Bytes in the pipe or the head, not yet given to `dst`."""
-        return self._in_pipe + (len(self._head) if self._head is not None else 0)
+        """Bytes in the pipe, the greeting or a copied slice, not yet given to `dst`."""
+        held = self._in_pipe
+        for view in (self._greeting, self._copied):
+            if view is not None:
+                held += len(view)
+        return held
 
     def stop(self) -> None:
-        """No more moves (the pair ended, or this direction's bytes no longer matter)."""
+        """No more moves (the pair ended, or this direction's bytes no longer matter);
+        a throttled flow's wake-up finds it ended."""
         self._read_off()
         self._write_off()
         self.eof = True
-        if self._timer is not None:
-            self._timer.cancel()
 
     def close(self) -> None:
         """Stop; an empty pipe goes back to the pool, one with bytes still in it closes."""
@@ -362,13 +387,16 @@ class Flow:
 class SplicePump:
     """Both directions of one TCP<->TCP pair; ends the pair when a side has ended."""
 
-    __slots__ = ("_hub", "flows", "loop", "pipes")
+    __slots__ = ("_hub", "flows", "loop", "pipes", "throttle")
 
-    def __init__(self, hub: PumpHub, a: TcpEndpoint, b: TcpEndpoint, heads: tuple[bytes, bytes]):
+    def __init__(
+        self, hub: PumpHub, a: TcpEndpoint, b: TcpEndpoint, greetings: tuple[bytes, bytes]
+    ) -> None:
         self._hub = hub
         self.loop = hub.loop
         self.pipes = hub.pipes
-        self.flows = (Flow(self, a, b, heads[0]), Flow(self, b, a, heads[1]))
+        self.throttle = hub.throttle
+        self.flows = (Flow(self, a, b, greetings[0]), Flow(self, b, a, greetings[1]))
         a.detach()
         b.detach()
 
@@ -376,8 +404,9 @@ class SplicePump:
         for flow in self.flows:
             flow.start()
 
-    def core_relayed(self, party: Party, size: int) -> Step | None:
-        return self._hub.core.relayed(party, size, time.time())
+    def relayed(self, party: Party, size: int) -> Step | None:
+        """Counted by the core (a Step if a cap ends the pair)."""
+        return self._hub.core.relayed(party, size, self._hub.clock())
 
     def run(self, step: Step) -> None:
         self._hub.run(step)
@@ -413,9 +442,10 @@ class PumpHub(typing.Protocol):
     """What a pump needs of the relay (hub.py's Hub)."""
 
     loop: asyncio.AbstractEventLoop
-    config: TransitConfig
+    clock: Callable[[], float]
     core: TransitCore
     pipes: PipePool
+    throttle: Throttle
 
     def run(self, step: Step) -> None: ...
 
