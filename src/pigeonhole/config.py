@@ -86,6 +86,13 @@ class ServerConfig:
     usage_sample_interval: float = setting(
         60.0, "Seconds between connection-count usage samples.", min=0.01, unit="seconds"
     )
+    #: off by default: the usage history is kept whole (store/retention.py)
+    usage_retention_days: int | None = setting(
+        None,
+        "Delete usage rows older than this many days, in the background in small batches"
+        " (default: keep them all; export them first, docs/operations.md).",
+        min=1,
+    )
     #: bigger frames are closed with 1009
     max_frame_bytes: int = setting(
         4 * MiB, "Largest WebSocket frame accepted.", min=1024, unit="bytes"
@@ -312,6 +319,8 @@ class ServerConfig:
     #: seconds a new connection has to send its whole request head before it is dropped
     handshake_timeout: float = 10.0
     disk_check_interval: float = 1.0
+    #: seconds between usage retention passes (the first is at start)
+    usage_retention_interval: float = 3600.0
 
     @property
     def channel_db(self) -> Path:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pigeonhole.protocol import effects as fx
-from pigeonhole.store.backup import BackupError, backup
+from pigeonhole.store.backup import backup
+from pigeonhole.store.errors import BackupError
 from pigeonhole.store.sqlite import SqliteStore
 from process_support import PIGEONHOLE
 from tmpfs_support import MiB, small_tmpfs

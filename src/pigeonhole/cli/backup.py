@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from pigeonhole.config import ServerConfig
-from pigeonhole.store.backup import BackupError, backup
+from pigeonhole.store.backup import backup
+from pigeonhole.store.errors import BackupError
 
 
 @click.command("backup")

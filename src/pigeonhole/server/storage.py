@@ -27,6 +27,7 @@ from pigeonhole.server.transit import WaitingFactory
 from pigeonhole.store.errors import StoreError
 from pigeonhole.store.group_commit import Done, LocalSyncer, Syncer
 from pigeonhole.store.postgres import PostgresStore, encode_batch
+from pigeonhole.store.retention import Retention, SqliteUsageWindows, Window, usage_file_bytes
 from pigeonhole.store.sqlite import BodyReader, SqliteStore
 from pigeonhole.store.sqlite.helper import StoreHelper
 
@@ -60,7 +61,16 @@ class Storage(Protocol):
     def ping(self) -> None:
         """Raise if the database does not answer (for /health; never waits)."""
 
+    async def usage_bytes(self) -> int:
+        """The usage database's size in bytes (for the status page)."""
+
     async def close(self) -> None: ...
+
+
+def _retention(config: ServerConfig, window: Window) -> Retention | None:
+    """The usage retention task `--usage-retention-days` asks for (None: off)."""
+    days = config.usage_retention_days
+    return None if days is None else Retention(window, days, config.usage_retention_interval)
 
 
 class SqliteStorage:
@@ -71,6 +81,9 @@ class SqliteStorage:
 
     def __init__(self, config: ServerConfig) -> None:
         self.store = SqliteStore(config.channel_db, config.usage_db)
+        self._usage_db = config.usage_db
+        self._usage_windows = SqliteUsageWindows(config.usage_db)
+        self.retention = _retention(config, self._usage_windows)
         self._reader = BodyReader(config.channel_db)
         self._read_executor: ThreadPoolExecutor | None = None
         self.bodies = BodyLoader(self._read_bodies)
@@ -101,6 +114,8 @@ class SqliteStorage:
             self.helper.open()
         prefix = self._ipv6_prefix
         self.store.load(rz, now, lambda owner: client_key(owner, prefix))
+        if self.retention is not None:
+            self.retention.start()
 
     def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
         """In memory, as each command arrives (the rendezvous has its randomness)."""
@@ -120,7 +135,13 @@ class SqliteStorage:
     def ping(self) -> None:
         self.store.ping()
 
+    async def usage_bytes(self) -> int:
+        return usage_file_bytes(self._usage_db)
+
     async def close(self) -> None:
+        if self.retention is not None:
+            await self.retention.stop()
+        self._usage_windows.close()
         if self.helper is not None:
             self.helper.close()
         if self._read_executor is not None:
@@ -139,13 +160,17 @@ class PostgresStorage:
     kind = "PostgreSQL"
     helper: StoreHelper | None = None
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, config: ServerConfig, url: str) -> None:
         self.store = PostgresStore(url)
         self.syncer: Syncer = _Writes(self.store)
         self.bodies = BodyLoader(self._read_bodies)
+        #: every node deletes old usage rows: a window another node emptied deletes none
+        self.retention = _retention(config, self.store.usage_window)
 
     async def open(self, rz: Rendezvous, now: float) -> None:
         await self.store.open()
+        if self.retention is not None:
+            self.retention.start()
 
     def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
         """This process as one node of the server the database holds."""
@@ -161,7 +186,12 @@ class PostgresStorage:
     def ping(self) -> None:
         self.store.ping()
 
+    async def usage_bytes(self) -> int:
+        return await self.store.usage_bytes()
+
     async def close(self) -> None:
+        if self.retention is not None:
+            await self.retention.stop()
         await self.store.close()
 
 
@@ -186,5 +216,5 @@ class _Writes:
 
 def make_storage(config: ServerConfig) -> Storage:
     if config.store is not None:
-        return PostgresStorage(config.store)
+        return PostgresStorage(config, config.store)
     return SqliteStorage(config)

@@ -5,7 +5,8 @@ write-ahead log left behind, makes a copy that is torn or older than it looks. S
 online backup API copies the pages as one read transaction sees them, and in WAL mode that
 reader never blocks the server's writer (nor the writer it). channel.sqlite and
 usage.sqlite are copied in one read transaction over both (the server commits to both in
-one), every other `*.sqlite` of the directory (the archive's) in its own.
+one), begun while the writer is held off for a moment (`_copy` says why); every other
+`*.sqlite` of the directory (the archive's) is copied in a transaction of its own.
 
 The copy is written into a temporary directory beside `out`, each file checked
 (`PRAGMA quick_check`) and fsynced, then renamed to `out` in one step: `out` either holds
@@ -23,14 +24,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pigeonhole.store.errors import BackupError
+
+__all__ = ["BackupError", "Copied", "backup"]
+
 #: the databases the server commits to in one transaction: copied from one snapshot
 JOINT = ("channel.sqlite", "usage.sqlite")
 #: how long the backup waits for a lock (only a WAL recovery holds readers off)
 BUSY_TIMEOUT_MS = 5000
-
-
-class BackupError(Exception):
-    """The backup was not written; the message says why (nothing was left behind)."""
 
 
 @dataclass(frozen=True)
@@ -73,20 +74,25 @@ def backup(data_dir: Path, out: Path) -> list[Copied]:
 
 
 def _copy(data_dir: Path, into: Path, names: list[str]) -> list[Copied]:
-    """Copy `names` (ATTACHed to one connection) from one read transaction."""
+    """Copy `names` as one read transaction over all of them sees them."""
     if not names:
         return []
-    first, *others = names
-    source = sqlite3.connect(data_dir / first, isolation_level=None)
+    source, schemas = _attached(data_dir, names)
     try:
-        source.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        schemas = ["main"]
-        for n, name in enumerate(others):
-            schemas.append(f"db{n}")
-            source.execute(f"ATTACH DATABASE ? AS db{n}", (str(data_dir / name),))
-        source.execute("BEGIN")
-        for schema in schemas:  # the snapshot of each file starts at its first read
-            source.execute(f"SELECT count(*) FROM {schema}.sqlite_master").fetchone()
+        # In WAL mode a commit to several files is atomic per file only: a reader could
+        # see one file's part of the server's last transaction and not the other's. So
+        # the read snapshot is taken while another connection holds the write lock on
+        # every file (no commit is half done then), and the lock goes at once after.
+        quiet, _ = _attached(data_dir, names) if len(names) > 1 else (None, [])
+        try:
+            if quiet is not None:
+                quiet.execute("BEGIN IMMEDIATE")
+            source.execute("BEGIN")
+            for schema in schemas:  # each file's snapshot starts at its first read
+                source.execute(f"SELECT count(*) FROM {schema}.sqlite_master").fetchone()
+        finally:
+            if quiet is not None:
+                quiet.close()  # rolls back: the writer is held for milliseconds
         copied = [
             _copy_one(source, schema, into / name)
             for schema, name in zip(schemas, names, strict=True)
@@ -95,6 +101,18 @@ def _copy(data_dir: Path, into: Path, names: list[str]) -> list[Copied]:
     finally:
         source.close()
     return copied
+
+
+def _attached(data_dir: Path, names: list[str]) -> tuple[sqlite3.Connection, list[str]]:
+    """A connection to the first database with the others ATTACHed, and their schemas."""
+    first, *others = names
+    db = sqlite3.connect(data_dir / first, isolation_level=None)
+    db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    schemas = ["main"]
+    for n, name in enumerate(others):
+        schemas.append(f"db{n}")
+        db.execute(f"ATTACH DATABASE ? AS db{n}", (str(data_dir / name),))
+    return db, schemas
 
 
 def _copy_one(source: sqlite3.Connection, schema: str, path: Path) -> Copied:

@@ -22,3 +22,7 @@ class DatabaseError(Exception):
 
 class StoreHelperError(OSError):
     """The SQLite store helper could not make a batch durable (it said so, or it is gone)."""
+
+
+class BackupError(Exception):
+    """A backup was not written; the message says why (nothing was left behind)."""

@@ -349,6 +349,38 @@ class PostgresStore:
         )
         return [(row[0], _frame(row[1:])) for row in rows]
 
+    # -- usage retention (store/retention.py) -------------------------------------------
+
+    async def usage_window(
+        self, table: str, column: str, after: int, before: float, limit: int
+    ) -> tuple[int, int | None]:
+        """Delete the rows older than `before` among the `limit` next ids of a usage table
+        (a `retention.Window`): two short statements on the pool, each its own transaction."""
+        last = await self._pool.fetchval(
+            f"SELECT max(id) FROM (SELECT id FROM usage.{table} WHERE id > $1"
+            " ORDER BY id LIMIT $2) AS w",
+            after,
+            limit,
+        )
+        if last is None:
+            return 0, None
+        status = await self._pool.execute(
+            f"DELETE FROM usage.{table} WHERE id > $1 AND id <= $2 AND {column} < $3",
+            after,
+            last,
+            before,
+        )
+        return int(status.split()[-1]), int(last)
+
+    async def usage_bytes(self) -> int:
+        """Bytes the usage schema's tables take (their indexes and TOAST included)."""
+        total = await self._pool.fetchval(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'usage' AND c.relkind = 'r'"
+        )
+        return int(total)
+
     def ping(self) -> None:
         """Raise if the last health probe failed (for /health, which must not wait)."""
         if self.ping_error is not None:
