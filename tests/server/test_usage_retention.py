@@ -55,16 +55,18 @@ ROWS: dict[str, tuple[str, Any]] = {
 
 
 def seed_times(now: float) -> list[float]:
-    """Old rows in id order, then recent ones, then old ones written late."""
+    """Old rows in id order, then recent ones with old ones written late among them."""
+    recent = [now - 10 * DAY + n for n in range(RECENT)]
     return (
         [now - 40 * DAY + n for n in range(OLD)]
-        + [now - 10 * DAY + n for n in range(RECENT)]
+        + recent[: RECENT // 2]
         + [now - 35 * DAY + n for n in range(LATE_OLD)]
+        + recent[RECENT // 2 :]
     )
 
 
-async def seed(srv: MailboxServer, now: float) -> None:
-    times = seed_times(now)
+async def seed(srv: MailboxServer, now: float, times: list[float] | None = None) -> None:
+    times = seed_times(now) if times is None else times
     for table, (columns, row) in ROWS.items():
         marks = ", ".join("?" * len(columns.split(",")))
         rows = [row(t) for t in times]
@@ -148,3 +150,41 @@ def test_a_retention_of_zero_days_is_refused(where: str, tmp_path: Any) -> None:
     )
     assert refused.returncode == 2
     assert "'--usage-retention-days': 0 is not in the range x>=1" in refused.stderr
+
+
+def export(config: ServerConfig, out: Any) -> subprocess.CompletedProcess[str]:
+    source = (
+        ["--data-dir", str(config.data_dir)] if config.store is None else ["--store", config.store]
+    )
+    return subprocess.run(
+        [*PIGEONHOLE, "export-usage", *source, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_each_tables_newest_row_stays_and_the_export_goes_on(
+    make_server: Any, tmp_path: Any
+) -> None:
+    """A table whose every row is old keeps its newest: the export's cursor check (a
+    dataset past the database's last id is another database's) still passes after it."""
+    now = time.time()
+    async with make_server() as srv:
+        await seed(srv, now, [now - 40 * DAY + n for n in range(OLD)])
+        config = srv.config
+    exported = await asyncio.to_thread(export, config, tmp_path / "usage")
+    assert exported.returncode == 0, exported.stderr
+    async with make_server(usage_retention_days=30, usage_retention_interval=0.1) as srv:
+        retention = srv.storage.retention
+        assert retention is not None
+        deadline = time.monotonic() + WAIT
+        while retention.deleted < 5 * (OLD - 1):
+            assert time.monotonic() < deadline, retention.deleted
+            await asyncio.sleep(0.1)
+        left = {table: await times_of(srv.config, table, column) for table, column in USAGE_TIMES}
+    assert retention.deleted == 5 * (OLD - 1)
+    for table in ROWS:
+        assert left[table] == [now - 40 * DAY + OLD - 1], table
+    again = await asyncio.to_thread(export, config, tmp_path / "usage")
+    assert again.returncode == 0, again.stderr

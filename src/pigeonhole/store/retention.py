@@ -7,8 +7,10 @@ range of the primary key, never a scan): each window is one short DELETE, and th
 sleeps between windows, so neither the event loop nor the database's writer is held for
 long. A table's pass ends at the first window with nothing old in it: a row written long
 after its start (a channel that lived for hours) goes with the rows written around it.
-Deleted ids are never reused, so `export-usage`'s cursors are unaffected; rows must be
-exported before they age out (docs/operations.md).
+Deleted ids are never reused, so `export-usage`'s cursors are unaffected, and each
+table's newest row always stays: the export takes a cursor past a table's last id for a
+dataset of another database. Rows must be exported before they age out
+(docs/operations.md).
 
 Both stores run the same loop (`prune_usage`) over their own `Window`: SQLite on a
 connection of its own in a worker thread, PostgreSQL on the store's pool.
@@ -140,7 +142,8 @@ class SqliteUsageWindows:
         if last is None:
             return 0, None
         deleted = self._db.execute(
-            f"DELETE FROM {table} WHERE id > ? AND id <= ? AND {column} < ?",
+            f"DELETE FROM {table} WHERE id > ? AND id <= ? AND {column} < ?"
+            f" AND id < (SELECT max(id) FROM {table})",
             (after, last, before),
         ).rowcount
         return deleted, int(last)

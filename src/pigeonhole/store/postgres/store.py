@@ -365,7 +365,8 @@ class PostgresStore:
         if last is None:
             return 0, None
         status = await self._pool.execute(
-            f"DELETE FROM usage.{table} WHERE id > $1 AND id <= $2 AND {column} < $3",
+            f"DELETE FROM usage.{table} WHERE id > $1 AND id <= $2 AND {column} < $3"
+            f" AND id < (SELECT max(id) FROM usage.{table})",  # the newest stays (retention.py)
             after,
             last,
             before,
