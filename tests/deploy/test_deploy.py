@@ -24,7 +24,7 @@ PIGEONHOLE = Path(sys.executable).with_name("pigeonhole")
 def unit_here(tmp_path: Path) -> Path:
     """The unit with its ExecStart and settings path pointed at this checkout."""
     text = (DEPLOY / "pigeonhole.service").read_text()
-    text = text.replace("/opt/pigeonhole/.venv/bin/pigeonhole", str(PIGEONHOLE))
+    text = text.replace("/opt/pigeonhole/bin/pigeonhole", str(PIGEONHOLE))
     text = text.replace("/etc/pigeonhole/pigeonhole.toml", str(DEPLOY / "pigeonhole.toml"))
     unit = tmp_path / "pigeonhole.service"
     unit.write_text(text)
