@@ -107,8 +107,9 @@ async def test_archive_flood_is_bounded(server: tuple[str, int, Path]) -> None:
     # the mailbox still takes a large body after the flood
     assert await transfer(url, BIG_TEXT) == (0, 0, BIG_TEXT)
     metrics = get(metrics_url(url))
-    refused = dict(re.findall(r'pigeonhole_archive_refused_envelopes_total\{reason="(\w+)"\} (\d+)',
-                              metrics))
+    refused = dict(
+        re.findall(r'pigeonhole_archive_refused_envelopes_total\{reason="(\w+)"\} (\d+)', metrics)
+    )
     assert int(refused["address_quota"]) == 8
     assert int(refused["disk_low"]) >= 1
     assert "pigeonhole_disk_low 0" in metrics

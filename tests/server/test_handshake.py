@@ -97,3 +97,30 @@ def test_reject_has_length_and_closes() -> None:
     assert head.startswith(b"HTTP/1.1 429 Too Many Requests")
     assert b"Content-Length: 9" in head and b"Connection: close" in head
     assert body == b"too many\n"
+
+
+@pytest.mark.parametrize(
+    ("target", "path", "origin"),
+    [
+        (b"http://127.0.0.1:4000", "/", b"/"),
+        (b"http://127.0.0.1:4000/v1", "/v1", b"/v1"),
+        (b"http://[::1]:4000/health?x=1", "/health", b"/health?x=1"),
+        (b"/v1?a=b", "/v1", b"/v1?a=b"),
+    ],
+)
+def test_absolute_form_is_read_as_the_origin_form(target: bytes, path: str, origin: bytes) -> None:
+    """RFC 9112 §3.2.2: a server accepts the absolute form; no path is the root."""
+    head = parse_head(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert head is not None
+    assert (head.path, head.origin_target, head.target) == (path, origin, target)
+
+
+def test_a_non_ascii_key_is_refused_not_raised() -> None:
+    head = parse_head(
+        "GET /v1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ééééééééééééééééééééééé=\r\n\r\n".encode()
+    )
+    assert head is not None
+    with pytest.raises(HandshakeError) as refused:
+        accept(head)
+    assert refused.value.kind == "invalid Sec-WebSocket-Key"

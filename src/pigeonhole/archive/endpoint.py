@@ -134,7 +134,14 @@ class ArchiveService:
 
     async def handle(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(max_msg_size=self.config.max_frame_bytes)
-        await ws.prepare(request)
+        try:
+            await ws.prepare(request)
+        except web.HTTPException:
+            self.metrics.malformed["handshake"] += 1  # aiohttp's own 400 (no upgrade ...)
+            raise
+        except ValueError:  # a Sec-WebSocket-Key that is not ASCII: aiohttp cannot decode it
+            self.metrics.malformed["handshake"] += 1
+            raise web.HTTPBadRequest(text="invalid Sec-WebSocket-Key\n") from None
         peer = self._peer_of(request)
         self._sockets.add(ws)
         try:
@@ -151,6 +158,7 @@ class ArchiveService:
     async def _serve_socket(self, ws: web.WebSocketResponse, peer: str) -> None:
         async for msg in ws:
             if msg.type == WSMsgType.TEXT:
+                self.metrics.malformed["text frame"] += 1
                 await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary frames only")
                 return
             if msg.type != WSMsgType.BINARY:
@@ -158,6 +166,7 @@ class ArchiveService:
             try:
                 await self._on_frame(ws, msg.data, peer)
             except rlp.RlpError as err:
+                self.metrics.malformed["malformed packet"] += 1
                 reason = f"malformed packet: {err}"[:120].encode("utf-8", "replace")
                 await ws.close(code=WSCloseCode.PROTOCOL_ERROR, message=reason)
                 return

@@ -24,6 +24,8 @@ class ArchiveMetrics:
     refused_envelopes: Counter[str] = field(default_factory=Counter)
     #: envelopes deleted by retention
     expired_deleted: int = 0
+    #: malformed input (a bad handshake, a text frame, a packet that is not RLP), by kind
+    malformed: Counter[str] = field(default_factory=Counter)
 
     @property
     def refused(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -19,13 +20,28 @@ def parse_networks(specs: Iterable[str]) -> tuple[Network, ...]:
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` names (IPv4-mapped IPv6 as IPv4), or None: a scoped IPv6 address
+    (`fe80::1%eth0`) is no client's, and anything that does not parse is none."""
+    text = host.strip().strip("[]")
+    if "%" in text:
+        return None
     try:
-        ip = ipaddress.ip_address(host.strip().strip("[]"))
+        ip = ipaddress.ip_address(text)
     except ValueError:
         return None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     return ip
+
+
+def _port(value: str) -> int | None:
+    """A TCP port in ASCII digits (0-65535), or None (`²` and `١٢` are digits to
+    `str.isdigit()` but no port; twenty digits would not fit the welcome's integer)."""
+    text = value.strip()
+    if not (0 < len(text) <= 5 and text.isascii() and text.isdigit()):
+        return None
+    port = int(text)
+    return port if port <= 65535 else None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -36,7 +52,8 @@ def is_trusted(host: str, networks: tuple[Network, ...]) -> bool:
 
 
 def _forwarded_for(value: str, networks: tuple[Network, ...]) -> str | None:
-    """The right-most address in X-Forwarded-For that is not itself a trusted proxy."""
+    """The right-most address in X-Forwarded-For that is not itself a trusted proxy
+    (None: a hop does not parse, or there is none)."""
     hops = [h.strip() for h in value.split(",") if h.strip()]
     for hop in reversed(hops):
         ip = _ip(hop)
@@ -47,25 +64,44 @@ def _forwarded_for(value: str, networks: tuple[Network, ...]) -> str | None:
     return str(_ip(hops[0])) if hops else None
 
 
+class Client(NamedTuple):
+    """Who a connection is: its (host, port), port None when a proxy did not say, and the
+    name of a trusted proxy's header that was malformed (treated as absent), if any."""
+
+    host: str
+    port: int | None
+    bad_header: str | None = None
+
+
 def client_address(
     peer: tuple[str, int] | None, headers: Mapping[str, str], trusted: tuple[Network, ...]
-) -> tuple[str, int | None]:
-    """(host, port) of the client; port None when a proxy did not say.
+) -> Client:
+    """The client as limits, logs and the welcome see it.
 
     `headers` is case-insensitive (aiohttp's) or has lower-case names (the handshake's).
+    A trusted proxy's header that does not parse strictly is treated as absent and named
+    in `bad_header`; the next one (or the peer's own address) is used instead.
     """
     host, port = peer if peer else ("", None)
     if host[:7].lower() == "::ffff:":  # IPv4 on the dual-stack socket (server/listen.py)
         host = str(_ip(host) or host)
     if not is_trusted(host, trusted):
-        return host, port
+        return Client(host, port)
+    bad: str | None = None
     real_ip = headers.get("x-real-ip")
-    if real_ip and _ip(real_ip) is not None:
-        real_port = headers.get("x-real-port", "").strip()
-        return str(_ip(real_ip)), int(real_port) if real_port.isdigit() else None
+    if real_ip is not None:
+        ip = _ip(real_ip)
+        if ip is not None:
+            real_port = headers.get("x-real-port")
+            found = _port(real_port) if real_port is not None else None
+            if real_port is not None and found is None:
+                bad = "x-real-port"
+            return Client(str(ip), found, bad)
+        bad = "x-real-ip"
     forwarded = headers.get("x-forwarded-for")
-    if forwarded:
-        found = _forwarded_for(forwarded, trusted)
-        if found is not None:
-            return found, None
-    return host, port
+    if forwarded is not None:
+        address = _forwarded_for(forwarded, trusted)
+        if address is not None:
+            return Client(address, None, bad)
+        bad = bad or "x-forwarded-for"
+    return Client(host, port, bad)

@@ -15,6 +15,7 @@ from importlib import resources
 import orjson
 from aiohttp import web
 
+from pigeonhole.server.bad_input import http_logger
 from pigeonhole.server.context import ServerView
 from pigeonhole.server.routes import Handler, health_handler, metrics_handler
 from pigeonhole.server.status import StatusRings, status_json
@@ -73,7 +74,9 @@ async def open_admin_listener(server: ServerView, rings: StatusRings) -> tuple[w
     """Serve the admin app on its own host and port: its runner, and the bound port."""
     c = server.config
     app = make_admin_app(server, rings, health_handler(server), metrics_handler(server))
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, logger=http_logger(server.bad_input, "admin")
+    )
     await runner.setup()
     site = web.TCPSite(runner, c.admin_host, c.admin_port, reuse_address=True)
     try:

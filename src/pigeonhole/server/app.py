@@ -32,8 +32,9 @@ from pigeonhole.protocol.channels import Randomness, Rendezvous
 from pigeonhole.protocol.limits import LIMIT_ERRORS
 from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.protocol.welcome import welcome_body, your_address
-from pigeonhole.server.addresses import client_address, parse_networks
+from pigeonhole.server.addresses import Client, client_address, parse_networks
 from pigeonhole.server.admin import open_admin_listener
+from pigeonhole.server.bad_input import BadInput, http_logger
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.context import Peer
 from pigeonhole.server.deciding import Decider
@@ -92,6 +93,8 @@ class MailboxServer:
         #: where the state is stored: SQLite in the data directory, or PostgreSQL
         self.storage = make_storage(config)
         self.log_summary = LogSummary(log, time.monotonic)
+        #: malformed input at every door, counted by (door, kind) (server/bad_input.py)
+        self.bad_input = BadInput(self.log_summary)
         #: failing commits and a full disk: what is refused meanwhile, and /health's reason
         self.health = StorageHealth(
             config,
@@ -133,14 +136,18 @@ class MailboxServer:
 
     def _client(
         self, transport: asyncio.BaseTransport | None, headers: Mapping[str, str]
-    ) -> tuple[str, int | None]:
-        """The client's (host, port) as limits see it (trusted proxies honoured)."""
+    ) -> Client:
+        """The client's (host, port) as limits see it (trusted proxies honoured; a header
+        of theirs that does not parse is counted and left out)."""
         peer = transport.get_extra_info("peername") if transport else None
-        return client_address((peer[0], peer[1]) if peer else None, headers, self._trusted)
+        client = client_address((peer[0], peer[1]) if peer else None, headers, self._trusted)
+        if client.bad_header is not None:
+            self.bad_input.note("proxy-header", client.bad_header)
+        return client
 
     def _peer_of(self, request: web.Request) -> str:
         """Who an archive request is, for its quota and rate (one client: clients.py)."""
-        return client_key(self._client(request.transport, request.headers)[0], self._prefix)
+        return client_key(self._client(request.transport, request.headers).host, self._prefix)
 
     def health_problem(self) -> str | None:
         """Why /health answers 503 now, or None when it answers `ok`."""
@@ -167,7 +174,7 @@ class MailboxServer:
 
     def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
         """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
-        host, port = self._client(transport, head.headers)
+        host, port, _ = self._client(transport, head.headers)
         client = client_key(host, self._prefix)  # what every per-address bound counts
         refusal = self._admission(client)
         refused = reject(*refusal) if refusal is not None else None
@@ -175,6 +182,7 @@ class MailboxServer:
             try:
                 response = accept(head)
             except HandshakeError as invalid:
+                self.bad_input.note("handshake", invalid.kind)
                 refused = invalid.response
         if refused is not None:
             transport.write(refused)
@@ -199,7 +207,14 @@ class MailboxServer:
             transport.write(reject(404, "no transit relay here\n"))
             transport.close()
             return
-        host, _ = self._client(transport, head.headers)
+        host = self._client(transport, head.headers).host
+        try:
+            accept(head)
+        except HandshakeError as invalid:
+            self.bad_input.note("handshake", invalid.kind)
+            transport.write(invalid.response)
+            transport.close()
+            return
         self.transit.accept_websocket(transport, head, rest, client_key(host, self._prefix))
 
     def detach(self, conn: Connection) -> None:
@@ -290,7 +305,9 @@ class MailboxServer:
         self.status.begin(self._started_at)
         if self.config.admin:
             self._admin_runner, self.admin_port = await open_admin_listener(self, self.status)
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self.app, access_log=None, handle_signals=False, logger=http_logger(self.bad_input)
+        )
         await self._runner.setup()
         http = self._runner.server
         assert http is not None
@@ -303,7 +320,9 @@ class MailboxServer:
             else {"host": host, "port": port, "reuse_address": True}
         )
         self._listener = await loop.create_server(
-            lambda: FrontDoor(self, http, path, self.config.handshake_timeout, transit_path),
+            lambda: FrontDoor(
+                self, http, path, self.config.handshake_timeout, transit_path, self.bad_input
+            ),
             backlog=4096,
             ssl=tls_context(self.config.tls_cert, self.config.tls_key),
             **where,

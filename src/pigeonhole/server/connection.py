@@ -101,6 +101,7 @@ class Connection:
                 self.outbox.put({"type": "ack", "id": orig.get("id")})
             self.outbox.put(error_frame(err.explain, err.orig))
             server.refused(err.explain, self)
+            server.bad_input.note("websocket", err.explain)
             return
         server.metrics.count_command(msg["type"])
         server.decider.submit(self, msg, data)
@@ -115,6 +116,10 @@ class Connection:
                 self.emit(msg, step, None)
         finally:
             socket.end()
+
+    def bad_frame(self, kind: str) -> None:
+        """A frame the WebSocket protocol refuses (the socket closes with its code)."""
+        self.server.bad_input.note("websocket", kind)
 
     def deliver(self, frame: Frame) -> None:
         """Another side's message from any node (shared store)."""

@@ -18,6 +18,7 @@ from pigeonhole.config import ServerConfig
 from pigeonhole.permissions.policy import PermissionPolicy
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.protocol.ledger import Ledger
+from pigeonhole.server.bad_input import BadInput
 from pigeonhole.server.deciding import Decider
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.metrics import Metrics
@@ -44,6 +45,8 @@ class ServerCore(Protocol):
     def clock(self) -> Callable[[], float]: ...
     @property
     def metrics(self) -> Metrics: ...
+    @property
+    def bad_input(self) -> BadInput: ...
     @property
     def permissions(self) -> PermissionPolicy: ...
     @property

@@ -35,6 +35,31 @@ def _histogram(server: ServerView) -> list[str]:
     return lines
 
 
+#: the relay's refusals that are malformed input (its others are limits)
+TRANSIT_BAD_INPUT = ("bad_handshake", "line_too_long")
+
+
+def bad_input_counts(server: ServerView) -> Counter[tuple[str, str]]:
+    """Malformed input by (door, kind): the server's doors, the archive's and the relay's."""
+    counts = Counter(server.bad_input.counts)
+    if ARCHIVE_KEY in server.app:
+        for kind, n in server.app[ARCHIVE_KEY].metrics.malformed.items():
+            counts[("archive", kind)] += n
+    stats = server.transit.stats() if server.transit is not None else {}
+    for kind in TRANSIT_BAD_INPUT:
+        if stats.get("refusals", {}).get(kind):
+            counts[("transit", kind)] += stats["refusals"][kind]
+    return counts
+
+
+def _bad_input(server: ServerView) -> list[str]:
+    name = "pigeonhole_bad_input_total"
+    return [f"# TYPE {name} counter"] + [
+        f'{name}{{door="{_escape(door)}",kind="{_escape(kind)}"}} {n}'
+        for (door, kind), n in sorted(bad_input_counts(server).items())
+    ]
+
+
 def render_metrics(server: ServerView) -> str:
     m = server.metrics
     nameplates, mailboxes = server.alive()
@@ -54,6 +79,7 @@ def render_metrics(server: ServerView) -> str:
         *_labelled("pigeonhole_errors_total", "error", m.errors),
         *_labelled("pigeonhole_permission_outcomes_total", "outcome", m.permissions),
         *_labelled("pigeonhole_limit_hits_total", "limit", m.limits),
+        *_bad_input(server),
         *_histogram(server),
         "# TYPE pigeonhole_commit_batches_total counter",
         f"pigeonhole_commit_batches_total {c.batches}",

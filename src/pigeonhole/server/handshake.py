@@ -27,6 +27,9 @@ class Head:
     path: str
     version: str
     headers: dict[str, str]
+    #: the request target as sent, and in origin form (`/path?query`, RFC 9112 §3.2.1)
+    target: bytes = b"/"
+    origin_target: bytes = b"/"
 
 
 class _Collector:
@@ -60,14 +63,20 @@ def parse_head(head: bytes) -> Head | None:
     except httptools.HttpParserError:
         return None
     try:
-        path = httptools.parse_url(collector.url).path
+        url = httptools.parse_url(collector.url)
     except httptools.HttpParserInvalidURLError:
         return None
+    path = url.path
+    origin = (path or b"/") + (b"?" + url.query if url.query is not None else b"")
     return Head(
         method=parser.get_method().decode("ascii", "replace"),
-        path=path.decode("latin-1"),
+        # the absolute form (`GET http://host:port HTTP/1.1`, RFC 9112 §3.2.2) may have no
+        # path: it names the origin's root, as `GET /` does
+        path=path.decode("latin-1") if path else "/",
         version=parser.get_http_version(),
         headers=collector.headers,
+        target=collector.url,
+        origin_target=origin,
     )
 
 
@@ -86,6 +95,11 @@ class HandshakeError(Exception):
     def __init__(self, response: bytes) -> None:
         super().__init__(response.split(b"\r\n", 1)[0].decode("latin-1"))
         self.response = response
+
+    @property
+    def kind(self) -> str:
+        """What was wrong, in a few fixed words (the answer's text)."""
+        return self.response.rsplit(b"\r\n\r\n", 1)[1].decode("utf-8").strip()
 
 
 def accept(head: Head) -> bytes:
@@ -106,17 +120,21 @@ def accept(head: Head) -> bytes:
             )
         )
     key = headers.get("sec-websocket-key", "").strip()
-    try:
-        valid_key = len(base64.b64decode(key, validate=True)) == 16
-    except binascii.Error:
-        valid_key = False
-    if not valid_key:
+    if not valid_key(key):
         raise HandshakeError(reject(400, "invalid Sec-WebSocket-Key\n"))
     # no extension (permessage-deflate) and no subprotocol is ever negotiated
     return (
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Accept: {accept_key(key)}\r\n\r\n"
     ).encode("ascii")
+
+
+def valid_key(key: str) -> bool:
+    """RFC 6455 §4.2.1: base64 of 16 bytes (anything else, non-ASCII included, is not)."""
+    try:
+        return len(base64.b64decode(key.encode("ascii"), validate=True)) == 16
+    except (binascii.Error, UnicodeEncodeError):
+        return False
 
 
 def reject(status: int, text: str, extra: str = "") -> bytes:
@@ -134,4 +152,5 @@ _REASONS = {
     426: "Upgrade Required",
     429: "Too Many Requests",
     503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
 }

@@ -26,11 +26,17 @@ class LogSummary:
         self, kind: str, line: str, fields: dict[str, object], level: int = logging.INFO
     ) -> None:
         """Log `line` if `kind` has not been logged this interval; else count it."""
+        if self.first(kind):
+            self._log.log(level, "%s", line, extra={"fields": fields})
+
+    def first(self, kind: str) -> bool:
+        """True for the first event of `kind` this interval (the caller logs it); repeats
+        are counted and summarised by `flush`."""
         if kind in self._counts:
             self._counts[kind] += 1
-            return
+            return False
         self._counts[kind] = 0
-        self._log.log(level, "%s", line, extra={"fields": fields})
+        return True
 
     def flush(self) -> None:
         """One line per kind that repeated since the last flush; a new interval begins."""

@@ -23,6 +23,7 @@ from typing import Any
 from pigeonhole import __version__
 from pigeonhole.archive.endpoint import ARCHIVE_KEY
 from pigeonhole.server.context import ServerView
+from pigeonhole.server.exposition import bad_input_counts
 from pigeonhole.server.metrics import COMMIT_BUCKETS
 from pigeonhole.transit import Mood
 
@@ -273,6 +274,10 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
         },
         "archive": _archive(server),
         "transit": _transit(server, hour),
+        # malformed input since start, most first: [door, kind, count]
+        "bad_input": [
+            [door, kind, n] for (door, kind), n in bad_input_counts(server).most_common()
+        ],
         "commits": {
             "recent_mean_ms": recent_mean,
             "recent_p99_ms": recent_p99,

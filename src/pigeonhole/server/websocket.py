@@ -24,6 +24,7 @@ class FrameHandler(typing.Protocol):
     """The connection a socket hands its messages to (connection.py's Connection)."""
 
     def handle_frame(self, data: str | bytes) -> None: ...
+    def bad_frame(self, kind: str) -> None: ...
     def connection_lost(self) -> None: ...
 
 
@@ -76,7 +77,11 @@ class MailboxSocket(asyncio.Protocol):
         # messages that came before the peer's close frame, in the same read, are served
         # (a client may send `close` and hang up at once); none after ours or theirs
         self._accepting = ws.state is _OPEN
+        failed = ws.parser_exc
         ws.receive_data(data)
+        if ws.parser_exc is not failed and ws.parser_exc is not None and self.conn is not None:
+            # a frame RFC 6455 forbids: the library closes with its code; counted here
+            self.conn.bad_frame(type(ws.parser_exc).__name__)
         self._heard = True
         self.begin()  # every reply to this read leaves in one write
         try:
@@ -110,6 +115,7 @@ class MailboxSocket(asyncio.Protocol):
                 conn.handle_frame(data.decode())
             except UnicodeDecodeError:
                 # RFC 6455 §8.1: a text message that is not UTF-8 fails the connection
+                conn.bad_frame("invalid UTF-8")
                 self._ws.fail(CloseCode.INVALID_DATA, "invalid UTF-8")
                 self._accepting = False
             return
