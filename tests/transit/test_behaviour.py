@@ -3,86 +3,114 @@
 Each scenario runs against Pigeonhole's relay and the reference relay side by side, over
 TCP, and over WebSocket where the reference's WebSocket side behaves the same; the rows
 where we differ on purpose (a WebSocket handshake split over messages) are tested alone.
+A scenario orders its sides with `waiting` (ours: until the relay has them waiting; the
+reference, a process we cannot look into: a moment) and decides outcomes on events: what
+came before the relay's close, or a probe's answer (transit_support).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Awaitable, Callable
 
 import pytest
-from transit_support import Client, Reference, Relay, line, outcome, side, token
+from transit_support import (
+    IMPATIENT,
+    Client,
+    Reference,
+    Relay,
+    ending,
+    line,
+    side,
+    still_waiting,
+    token,
+)
 
 Open = Callable[[], Awaitable[Client]]
-Scenario = Callable[[Open], Awaitable[object]]
+#: returns once `count` sides wait for a partner (the relay has read their lines)
+Waiting = Callable[[int], Awaitable[None]]
+Scenario = Callable[[Open, Waiting], Awaitable[object]]
+#: what a side the relay keeps waiting sees when it sends bytes (`still_waiting`)
+KEPT_WAITING = IMPATIENT
 
 
-async def bad_line(open_: Open) -> object:
+async def bad_line(open_: Open, waiting: Waiting) -> object:
     client = await open_()
     await client.send(b"hello relay\n")
-    return await outcome(client)
+    return await ending(client)
 
 
-async def crlf(open_: Open) -> object:
+async def crlf(open_: Open, waiting: Waiting) -> object:
     client = await open_()
     await client.send(line(token(), side())[:-1] + b"\r\n")
-    return await outcome(client)
+    return await ending(client)
 
 
-async def old_and_new(open_: Open) -> object:
+async def old_and_new(open_: Open, waiting: Waiting) -> object:
     tok = token()
     a, b = await open_(), await open_()
     await a.send(line(tok))
-    await asyncio.sleep(0.05)
+    await waiting(1)
     await b.send(line(tok, side()))
     return [await a.read(), await b.read()]
 
 
-async def old_and_old(open_: Open) -> object:
+async def old_and_old(open_: Open, waiting: Waiting) -> object:
     tok = token()
     a, b = await open_(), await open_()
     await a.send(line(tok))
-    await asyncio.sleep(0.05)
+    await waiting(1)
     await b.send(line(tok))
     return [await a.read(), await b.read()]
 
 
-async def same_side(open_: Open) -> object:
+async def same_side(open_: Open, waiting: Waiting) -> object:
     tok, sid = token(), side()
     a, b = await open_(), await open_()
     await a.send(line(tok, sid))
-    await asyncio.sleep(0.05)
+    await waiting(1)
     await b.send(line(tok, sid))
-    return [await outcome(a), await outcome(b)]
+    await waiting(2)
+    return [await still_waiting(a), await still_waiting(b)]
 
 
-async def impatient(open_: Open) -> object:
+async def impatient(open_: Open, waiting: Waiting) -> object:
     client = await open_()
     await client.send(line(token(), side()))
-    await asyncio.sleep(0.05)
+    await waiting(1)
     await client.send(b"too soon")
-    return await outcome(client)
+    return await ending(client)
 
 
-async def redundant(open_: Open) -> object:
+async def redundant(open_: Open, waiting: Waiting) -> object:
+    """One A pairs with B (which one is the relay's), the other is closed; the pair is
+    kept: bytes go both ways after the `ok`s, nothing else comes between."""
     tok, sid = token(), side()
     a1, a2, b = await open_(), await open_(), await open_()
     await a1.send(line(tok, sid))
     await a2.send(line(tok, sid))
-    await asyncio.sleep(0.1)
+    await waiting(2)
     await b.send(line(tok, side()))
-    firsts = sorted([await outcome(a1), await outcome(a2)])  # which A pairs is the relay's
-    return [firsts, await outcome(b)]
+    firsts = [await a1.read(), await a2.read()]
+    if firsts[0] == b"":
+        closed, paired = a1, a2
+    else:
+        closed, paired = a2, a1
+    closed_saw = await ending(closed)  # nothing more, up to its EOF
+    b_saw = await b.read()
+    await b.send(b"to A")
+    paired_saw = await paired.read_exactly(4)
+    await paired.send(b"to B")
+    return [sorted(firsts), closed_saw, b_saw, paired_saw, await b.read_exactly(4)]
 
 
-async def long_line(open_: Open) -> object:
+async def long_line(open_: Open, waiting: Waiting) -> object:
     client = await open_()
     await client.send(b"x" * 1100)
-    return await outcome(client)
+    return await ending(client)
 
 
-async def sender_closes(open_: Open) -> object:
+async def sender_closes(open_: Open, waiting: Waiting) -> object:
     tok = token()
     a, b = await open_(), await open_()
     await a.send(line(tok, side()))
@@ -95,7 +123,7 @@ async def sender_closes(open_: Open) -> object:
     return [len(got), got == data]
 
 
-async def later_pair_same_token(open_: Open) -> object:
+async def later_pair_same_token(open_: Open, waiting: Waiting) -> object:
     """Dilation opens two pairs with one token: a later pair must still form."""
     tok = token()
     results = []
@@ -110,14 +138,14 @@ async def later_pair_same_token(open_: Open) -> object:
 
 
 TABLE: dict[str, tuple[Scenario, object]] = {
-    "hello relay": (bad_line, (b"bad handshake\n", True)),
-    "ends with CRLF": (crlf, (b"bad handshake\n", True)),
+    "hello relay": (bad_line, b"bad handshake\n"),
+    "ends with CRLF": (crlf, b"bad handshake\n"),
     "old form + new form": (old_and_new, [b"ok\n", b"ok\n"]),
     "old form + old form": (old_and_old, [b"ok\n", b"ok\n"]),
-    "same token, same side": (same_side, [(b"", False), (b"", False)]),
-    "bytes before ok": (impatient, (b"impatient\n", True)),
-    "A1, A2 same side, then B": (redundant, [[(b"", True), (b"ok\n", False)], (b"ok\n", False)]),
-    "1100 bytes, no newline": (long_line, (b"", True)),
+    "same token, same side": (same_side, [KEPT_WAITING, KEPT_WAITING]),
+    "bytes before ok": (impatient, b"impatient\n"),
+    "A1, A2 same side, then B": (redundant, [[b"", b"ok\n"], b"", b"ok\n", b"to A", b"to B"]),
+    "1100 bytes, no newline": (long_line, b""),
     "A sends 100000 B and closes": (sender_closes, [100_000, True]),
     "a later pair of the same token": (later_pair_same_token, [[b"ok\n", b"ok\n"]] * 2),
 }
@@ -137,8 +165,8 @@ WS_SAME = [
 @pytest.mark.parametrize("row", list(TABLE))
 async def test_tcp_table_as_the_reference(row: str, relay: Relay, reference: Reference) -> None:
     scenario, expected = TABLE[row]
-    assert await scenario(reference.tcp) == expected, "the reference"
-    assert await scenario(relay.tcp) == expected
+    assert await scenario(reference.tcp, reference.waiting) == expected, "the reference"
+    assert await scenario(relay.tcp, relay.waiting) == expected
 
 
 @pytest.mark.parametrize("row", WS_SAME)
@@ -146,14 +174,14 @@ async def test_websocket_table_as_the_reference(
     row: str, relay: Relay, reference: Reference
 ) -> None:
     scenario, expected = TABLE[row]
-    assert await scenario(reference.ws) == expected, "the reference"
-    assert await scenario(relay.ws) == expected
+    assert await scenario(reference.ws, reference.waiting) == expected, "the reference"
+    assert await scenario(relay.ws, relay.waiting) == expected
 
 
 @pytest.mark.parametrize("row", ["1100 bytes, no newline", "A sends 100000 B and closes"])
 async def test_websocket_rows_where_the_reference_differs(row: str, relay: Relay) -> None:
     scenario, expected = TABLE[row]
-    assert await scenario(relay.ws) == expected
+    assert await scenario(relay.ws, relay.waiting) == expected
 
 
 async def test_half_close_ends_both(relay: Relay, reference: Reference) -> None:
@@ -185,8 +213,10 @@ async def test_tcp_handshake_split_over_reads_and_payload_after_it(relay: Relay)
     a, b = await relay.tcp(), await relay.tcp()
     await a.send(line(tok, side()))
     whole = line(tok, side())
+    await relay.waiting(1)
     await b.send(whole[:7])
-    await asyncio.sleep(0.05)
+    live = relay.relay.hub.live
+    await relay.until(lambda: any(p.line is not None and p.line.pending for p in live))
     await b.send(whole[7:] + b"payload in the same read")
     assert await b.read() == b"ok\n"
     assert await a.read_exactly(3 + 24) == b"ok\npayload in the same read"

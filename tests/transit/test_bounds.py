@@ -1,5 +1,7 @@
 """The relay's bounds over real sockets: timeouts, connection caps, the per-pair buffer,
-the optional byte and rate caps, text frames, and the drain. Short values throughout."""
+the optional byte and rate caps, text frames, and the drain. The timeouts are decided on
+the relay's clock, which the test moves before it asks for a check; the drain, whose timer
+is the event loop's, runs with short values."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import asyncio
 import os
 import time
 
-from transit_support import Relay, TcpClient, WsClient, line, outcome, side, token
+from transit_support import Relay, TcpClient, WsClient, ending, line, side, token
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -19,7 +21,7 @@ KIB = 1024
 
 
 def refusals(relay: Relay) -> dict[str, int]:
-    return dict(relay.relay.hub.core.refusals.counts)
+    return relay.refusals()
 
 
 async def paired(relay: Relay, receiver: str = "tcp") -> tuple[TcpClient, TcpClient | WsClient]:
@@ -33,21 +35,33 @@ async def paired(relay: Relay, receiver: str = "tcp") -> tuple[TcpClient, TcpCli
 
 
 async def test_handshake_timeout_closes_a_silent_connection() -> None:
-    async with Relay(TransitConfig(handshake_timeout=0.3, sweep_interval=0.1)) as relay:
+    async with Relay(TransitConfig(handshake_timeout=30)) as relay:
         silent, partial = await relay.tcp(), await relay.ws()
         await partial.send(b"please relay ")
-        assert await outcome(silent, 2) == (b"", True)
-        assert await outcome(partial, 2) == (b"", True)
+        await relay.connections(2)
+        relay.clock.advance(29)
+        relay.relay.check_timeouts()
+        assert relay.figures()["connections"] == 2  # not yet
+        relay.clock.advance(2)
+        relay.relay.check_timeouts()
+        assert await ending(silent) == b""
+        assert await ending(partial) == b""
         await relay.settle()
         assert [r.result for r in relay.records] == [Mood.EMPTY, Mood.EMPTY]
         assert refusals(relay) == {Refusal.HANDSHAKE_TIMEOUT: 2}
 
 
 async def test_lonely_timeout_closes_a_connection_without_partner() -> None:
-    async with Relay(TransitConfig(lonely_timeout=0.3, sweep_interval=0.1)) as relay:
+    async with Relay(TransitConfig(lonely_timeout=300)) as relay:
         client = await relay.tcp()
         await client.send(line(token(), side()))
-        assert await outcome(client, 2) == (b"", True)
+        await relay.waiting(1)
+        relay.clock.advance(299)
+        relay.relay.check_timeouts()
+        assert relay.figures()["waiting"] == 1  # not yet
+        relay.clock.advance(2)
+        relay.relay.check_timeouts()
+        assert await ending(client) == b""
         await relay.settle()
         assert [r.result for r in relay.records] == [Mood.LONELY]
         assert relay.records[0].waiting_time is None
@@ -55,25 +69,36 @@ async def test_lonely_timeout_closes_a_connection_without_partner() -> None:
 
 
 async def test_idle_timeout_ends_a_quiet_pair_but_not_a_busy_one() -> None:
-    async with Relay(TransitConfig(idle_timeout=0.6, sweep_interval=0.1)) as relay:
+    async with Relay(TransitConfig(idle_timeout=900)) as relay:
         quiet_a, quiet_b = await paired(relay)
         busy_a, busy_b = await paired(relay)
-        for _ in range(6):
+        for _ in range(3):  # 1500 s in all: busy moves a byte every 500 s
+            relay.clock.advance(500)
+            relay.relay.check_timeouts()
             await busy_a.send(b"tick")
-            assert await busy_b.read(1) == b"tick"
-            await asyncio.sleep(0.2)
-        assert await outcome(quiet_a, 0.1) == (b"", True)
-        assert await outcome(quiet_b, 0.1) == (b"", True)
-        assert await busy_b.read(0.1) is None  # still open
+            assert await busy_b.read() == b"tick"
+        assert await ending(quiet_a) == b""
+        assert await ending(quiet_b) == b""
+        await busy_b.send(b"tock")  # still open both ways
+        assert await busy_a.read() == b"tock"
         assert refusals(relay) == {Refusal.IDLE_TIMEOUT: 1}
+
+
+async def pair_up(one: TcpClient, other: TcpClient) -> tuple[bytes | None, bytes | None]:
+    """Both send a handshake of one token: what each is answered (`ok` when both were
+    taken and kept)."""
+    tok = token()
+    await one.send(line(tok, side()))
+    await other.send(line(tok, side()))
+    return await one.read(), await other.read()
 
 
 async def test_connections_per_address_and_in_total() -> None:
     async with Relay(TransitConfig(max_connections_per_address=3)) as relay:
         clients = [await relay.tcp() for _ in range(3)]
-        await asyncio.sleep(0.05)
+        await relay.connections(3)
         over = await relay.tcp()
-        assert await outcome(over, 1) == (b"", True)
+        assert await ending(over) == b""
         try:
             async with connect(relay.ws_url) as ws:
                 await ws.recv()
@@ -81,15 +106,16 @@ async def test_connections_per_address_and_in_total() -> None:
             assert closed.rcvd is not None and closed.rcvd.code == 1013
         assert refusals(relay) == {Refusal.CONNECTIONS_PER_ADDRESS: 2}
         await clients[0].close()
-        await asyncio.sleep(0.1)
-        again = await relay.tcp()  # a slot is free again
-        assert await outcome(again, 0.2) == (b"", False)
+        await relay.connections(2)
+        again = await relay.tcp()  # a slot is free again: taken, and it pairs
+        elsewhere = await TcpClient.open(relay.port, source="127.0.0.2")
+        assert await pair_up(again, elsewhere) == (b"ok\n", b"ok\n")
     async with Relay(TransitConfig(max_connections=2)) as relay:
         first = [await relay.tcp(), await relay.tcp()]
-        await asyncio.sleep(0.05)
-        assert await outcome(await relay.tcp(), 1) == (b"", True)
+        await relay.connections(2)
+        assert await ending(await relay.tcp()) == b""
         assert refusals(relay) == {Refusal.CONNECTIONS: 1}
-        assert await outcome(first[0], 0.1) == (b"", False)
+        assert await pair_up(*first) == (b"ok\n", b"ok\n")  # the two held are kept
 
 
 async def fill_until_blocked(client: TcpClient, limit: int) -> int:
@@ -129,6 +155,7 @@ async def test_bytes_per_transfer_cap_ends_the_pair() -> None:
         await a.send(os.urandom(400_000))
         got = await b.read_all(5)
         await a.close()
+        await b.close()  # as a client does at EOF
         assert 0 < len(got) < 400_000
         assert refusals(relay) == {Refusal.BYTES_PER_TRANSFER: 1}
         await relay.settle()
@@ -176,8 +203,9 @@ async def test_stop_drains_active_pairs_then_closes() -> None:
         a, b = await paired(relay)
         lonely = await relay.tcp()
         await lonely.send(line(token(), side()))
+        await relay.waiting(1)
         stopping = asyncio.create_task(relay.relay.stop(drain_timeout=5))
-        assert await outcome(lonely, 1) == (b"", True)  # no partner can come any more
+        assert await ending(lonely) == b""  # no partner can come any more
         await a.send(b"finishing within the drain")
         assert await b.read(2) == b"finishing within the drain"
         assert not stopping.done()
@@ -188,4 +216,4 @@ async def test_stop_drains_active_pairs_then_closes() -> None:
         started = time.monotonic()
         await relay.relay.stop(drain_timeout=0.3)
         assert time.monotonic() - started < 3
-        assert await outcome(b, 1) == (b"", True)
+        assert await ending(b) == b""

@@ -95,9 +95,13 @@ async def test_websocket_clients_are_counted_by_prefix(start: Start) -> None:
         assert await refused.read(5) == b""  # closed at once
         assert isinstance(refused, WsClient) and refused.ws.close_code == 1013
         other = await open_client(server, "ws", **{"X-Real-IP": "2001:db8:5:7::1"})
-        assert await other.read(0.3) is None  # taken: waiting for a handshake
+        partner = await open_client(server, "ws", **{"X-Real-IP": "2001:db8:5:8::1"})
+        tok = token()
+        await other.send(line(tok, side()))
+        await partner.send(line(tok, side()))
+        assert (await other.read(5), await partner.read(5)) == (b"ok\n", b"ok\n")  # taken
         assert server.transit.stats()["refusals"]
-        for client in (*held, other):
+        for client in (*held, other, partner):
             await client.close()
 
 

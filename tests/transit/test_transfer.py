@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from transit_support import Client, Relay, TcpClient, line, side, token
 
-from pigeonhole.transit import Mood, TransitConfig, splice
+from pigeonhole.transit import Mood, TransitConfig, pipes
 
 MIB = 1024 * 1024
 KINDS = ["tcp", "ws"]
@@ -95,7 +95,7 @@ async def test_a_pair_without_descriptors_for_pipes_copies_through_python(relay:
     tok = token()
     a, b = await relay.tcp(), await relay.tcp()
     await a.send(line(tok, side()))
-    await asyncio.sleep(0.1)  # both accepted: no descriptor is needed from here on
+    await relay.connections(2)  # both accepted: no descriptor is needed from here on
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     open_now = len(os.listdir("/proc/self/fd")) - 1  # less the listing's own
     resource.setrlimit(resource.RLIMIT_NOFILE, (open_now, hard))
@@ -137,7 +137,7 @@ async def test_a_slow_receiver_gets_every_byte_after_the_sender_left(
         assert time.monotonic() - started > 1.0  # twice close_timeout at least
 
 
-class PeakPages(splice.PipePages):
+class PeakPages(pipes.PipePages):
     """The pump's page account, remembering its highest count."""
 
     def __init__(self, limit: int | None) -> None:
@@ -158,14 +158,14 @@ async def test_splice_pipes_are_as_large_as_the_page_account_allows_and_come_bac
     larger than the account allows under a tight one; every byte goes either way, and
     the pages come back when the relay stops."""
     pages = PeakPages(limit)
-    monkeypatch.setattr(splice, "pipe_pages", lambda: pages)
+    monkeypatch.setattr(pipes, "pipe_pages", lambda: pages)
     async with Relay(TransitConfig()) as relay:
         await transfer(relay, "tcp", "tcp", 16 * MIB)
         await relay.settle()
     if limit is None:
-        assert pages.peak >= TransitConfig().direction_buffer_bytes // splice.PAGE
+        assert pages.peak >= TransitConfig().direction_buffer_bytes // pipes.PAGE
     else:
-        assert 64 * 1024 // splice.PAGE <= pages.peak <= limit
+        assert 64 * 1024 // pipes.PAGE <= pages.peak <= limit
     assert pages.used == 0
 
 
@@ -197,7 +197,7 @@ def test_an_unprivileged_relay_asks_for_no_pipe_above_the_system_limit() -> None
         pytest.skip("needs root, to run a process as another user")
     max_size = int(Path("/proc/sys/fs/pipe-max-size").read_text())
     code = (
-        "from pigeonhole.transit.splice import PipePool; "
+        "from pigeonhole.transit.pipes import PipePool; "
         f"print(PipePool({4 * max_size}).borrow().capacity)"
     )
     out = subprocess.run(

@@ -4,6 +4,13 @@
 `Reference` is `twist transitrelay` (magic-wormhole-transit-relay 0.5.0) as a subprocess.
 `TcpClient` and `WsClient` speak to either with the same methods, so one scenario runs
 over both transports and both relays.
+
+Outcomes are decided on events, never on a quiet while: a connection the relay closes is
+read to its EOF (`ending`); one it keeps is shown to be kept by what it does next (a
+waiting side answers bytes with `impatient`: `still_waiting`; a paired side passes bytes
+to its partner). Timeouts here are bounds that fail a test, not decisions. Our relay's
+clock is a `Clock` the test moves; `Relay.until` waits for a state of the relay, checked
+whenever the relay has acted.
 """
 
 from __future__ import annotations
@@ -14,9 +21,10 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
@@ -27,8 +35,10 @@ from pigeonhole.transit.ws_listener import serve_websocket
 from process_support import Service, accepts_tcp, free_port
 
 TWIST = Path(sys.executable).parent / "twist"
-#: how long a test waits to conclude that nothing more arrives
-QUIET = 0.4
+#: seconds a test waits at most for what must come (a bound: past it the test fails)
+BOUND = 10.0
+#: what a waiting side is told when it sends bytes before its partner came
+IMPATIENT = b"impatient\n"
 
 
 def token() -> str:
@@ -47,7 +57,7 @@ def line(tok: str, sid: str | None = None) -> bytes:
 
 class Client(Protocol):
     async def send(self, data: bytes) -> None: ...
-    async def read(self, timeout: float = QUIET) -> bytes | None: ...
+    async def read(self, timeout: float = BOUND) -> bytes | None: ...
     async def read_all(self, timeout: float = 30.0) -> bytes: ...
     async def read_exactly(self, size: int, timeout: float = 10.0) -> bytes: ...
     async def close(self) -> None: ...
@@ -74,7 +84,7 @@ class TcpClient:
         self.writer.write(data)
         await self.writer.drain()
 
-    async def read(self, timeout: float = QUIET) -> bytes | None:
+    async def read(self, timeout: float = BOUND) -> bytes | None:
         try:
             return await asyncio.wait_for(self.reader.read(self.read_size), timeout)
         except TimeoutError:
@@ -117,7 +127,7 @@ class WsClient:
     async def send(self, data: bytes) -> None:
         await self.ws.send(data)
 
-    async def read(self, timeout: float = QUIET) -> bytes | None:
+    async def read(self, timeout: float = BOUND) -> bytes | None:
         try:
             message = await asyncio.wait_for(self.ws.recv(), timeout)
         except TimeoutError:
@@ -147,25 +157,51 @@ class WsClient:
         await self.ws.close()
 
 
-async def outcome(client: Client, timeout: float = QUIET) -> tuple[bytes, bool]:
-    """(what arrived, whether the relay closed it) within `timeout` of quiet."""
+async def ending(client: Client, timeout: float = BOUND) -> bytes:
+    """What arrived before the relay closed the connection (it must, within `timeout`)."""
     got = b""
     while True:
         chunk = await client.read(timeout)
-        if chunk is None:
-            return got, False
+        assert chunk is not None, f"not closed by the relay ({got!r} came)"
         if not chunk:
             await client.close()  # as a real client does at EOF
-            return got, True
+            return got
         got += chunk
+
+
+async def still_waiting(client: Client) -> bytes:
+    """Bytes from a side that waits for its partner: the relay answers `impatient` and
+    closes it. What arrived until then: IMPATIENT alone if nothing came before and the
+    relay had kept it waiting (a closed side gets no answer, a paired one gets `ok`)."""
+    await client.send(b"probe")
+    return await ending(client)
+
+
+class Clock:
+    """Our relay's clock: real time plus an offset the test moves forward (`advance`)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
 
 
 class Relay:
     """Pigeonhole's relay with a WebSocket listener, in this loop; usage records kept."""
 
-    def __init__(self, config: TransitConfig | None = None, splice: bool = True) -> None:
+    def __init__(
+        self, config: TransitConfig | None = None, splice: bool = True, clock: Clock | None = None
+    ) -> None:
         self.records: list[UsageRecord] = []
-        self.relay = TransitRelay(config or TransitConfig(), self.records.append, splice=splice)
+        #: the relay's clock, moved by the test
+        self.clock = clock or Clock()
+        self.relay = TransitRelay(
+            config or TransitConfig(), self.records.append, splice=splice, clock=self.clock
+        )
         self.port = 0
         self.ws_url = ""
         self._ws_server: asyncio.Server | None = None
@@ -191,11 +227,30 @@ class Relay:
     async def ws(self) -> WsClient:
         return await WsClient.open(self.ws_url)
 
-    async def settle(self, timeout: float = 5.0) -> None:
+    def figures(self) -> dict[str, Any]:
+        return self.relay.figures()
+
+    def refusals(self) -> dict[str, int]:
+        return dict(self.relay.figures()["refusals"])
+
+    async def until(self, condition: Callable[[], bool], timeout: float = BOUND) -> None:
+        """Wait until `condition()` holds of the relay (checked each time it has acted)."""
+        assert await self.relay.hub.settled(condition, timeout), "not in time"
+
+    async def settle(self, timeout: float = BOUND) -> None:
         """Wait until every connection the relay held is gone."""
-        deadline = time.monotonic() + timeout
-        while self.relay.hub.live and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        hub = self.relay.hub
+        await self.until(lambda: not hub.live, timeout)
+
+    async def waiting(self, count: int) -> None:
+        """Wait until `count` sides wait for their partners."""
+        core = self.relay.hub.core
+        await self.until(lambda: core.waiting == count)
+
+    async def connections(self, count: int) -> None:
+        """Wait until the relay holds `count` connections."""
+        core = self.relay.hub.core
+        await self.until(lambda: core.connections == count)
 
 
 class Reference:
@@ -224,6 +279,11 @@ class Reference:
 
     def stop(self) -> None:
         self.service.stop(timeout=10)
+
+    async def waiting(self, count: int) -> None:
+        """The reference is a process we cannot look into: it is given a moment to read
+        what was sent (this orders sides; outcomes are still decided on events)."""
+        await asyncio.sleep(0.05)
 
     def moods(self) -> list[str]:
         with contextlib.closing(sqlite3.connect(self.usage_db)) as db:

@@ -22,7 +22,8 @@ from pigeonhole.transit.dialing import Dialer
 from pigeonhole.transit.endpoint import Endpoint
 from pigeonhole.transit.party import Party, Phase, Step
 from pigeonhole.transit.peers import Directory
-from pigeonhole.transit.splice import PipePool, SplicePump
+from pigeonhole.transit.pipes import PipePool
+from pigeonhole.transit.splice import SplicePump
 from pigeonhole.transit.tcp import TcpEndpoint
 from pigeonhole.transit.throttle import Throttle
 from pigeonhole.transit.usage import UsageSink
@@ -50,8 +51,8 @@ class Hub:
         #: the pipes splice pumps borrow for their moves
         self.pipes = PipePool(config.direction_buffer_bytes)
         self.live: set[Party] = set()
-        #: a condition `settled` waits for, and its future (checked as steps run)
-        self._awaited: tuple[Callable[[], bool], asyncio.Future[None]] | None = None
+        #: the conditions `settled` waits for, with their futures (checked as steps run)
+        self._awaited: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._sweeper = self.loop.call_later(config.sweep_interval, self._sweep)
 
     # -- connections ---------------------------------------------------------------
@@ -61,6 +62,8 @@ class Hub:
         party = self.core.open(address, endpoint, self.clock())
         if isinstance(party, Party):
             self.live.add(party)
+            if self._awaited:
+                self._check_awaited()
         return party
 
     def data(self, party: Party, data: bytes) -> None:
@@ -145,7 +148,7 @@ class Hub:
             party.endpoint.finish()
         if step.paired is not None:
             self._join(step.paired, step.payload, step.greet)
-        if self._awaited is not None:
+        if self._awaited:
             self._check_awaited()
 
     def _join(self, newcomer: Party, payload: bytes, greet: bool = True) -> None:
@@ -199,21 +202,21 @@ class Hub:
         has gone), at most `timeout` seconds; whether it holds."""
         if condition():
             return True
-        future = self.loop.create_future()
-        self._awaited = (condition, future)
+        awaited = (condition, self.loop.create_future())
+        self._awaited.append(awaited)
         try:
             async with asyncio.timeout(timeout):
-                await future
+                await awaited[1]
         except TimeoutError:
             pass
         finally:
-            self._awaited = None
+            self._awaited.remove(awaited)
         return condition()
 
     def _check_awaited(self) -> None:
-        awaited = self._awaited
-        if awaited is not None and not awaited[1].done() and awaited[0]():
-            awaited[1].set_result(None)
+        for condition, future in self._awaited:
+            if not future.done() and condition():
+                future.set_result(None)
 
     def close(self) -> None:
         """Drop every connection now (the end of a drain) and stop the sweeps."""
