@@ -127,8 +127,10 @@ def chromium(downloads: Path, debug_port: int, extra: Sequence[str] = ()) -> Ite
 TESTIDS = (
     "send-text",
     "send-file",
+    "send-folder",
     "send-button",
     "code",
+    "code-link",
     "receive-code",
     "receive-button",
     "accept-button",

@@ -2,6 +2,7 @@
 // over this server's mailbox and WebSocket relay. Same origin only (config.json says where).
 import { completeWord, receive, send, WormholeError } from "../wormhole/index.js";
 import { bytes, Meter, progressLine } from "./format.js";
+import { describe, fromDrop, fromFiles, fromFolderInput, PickError } from "./picked.js";
 import { codeFromFragment, codeLink, forgetFragment, qrSvg } from "./share.js";
 import { memorySink, registerWorker, workerSink } from "./sinks.js";
 
@@ -11,6 +12,7 @@ const ui = {
   status: $("status"),
   sendText: $("send-text"),
   sendFile: $("send-file"),
+  sendFolder: $("send-folder"),
   drop: $("drop"),
   fileChosen: $("file-chosen"),
   clearFile: $("clear-file"),
@@ -40,6 +42,7 @@ const ui = {
 };
 
 let running = null; // the AbortController of the transfer in progress
+let picked = null; // what to send instead of the text: {kind: "file", file} or {kind: "folder", name, files}
 let heldInMemory = null; // why the file being received is held in memory, or null
 let savingLine = null; // "Saving NAME (SIZE)…" once an offer is accepted: the receiver's status
 // the service worker that streams downloads, registered at once so it is ready: {registration, why}
@@ -184,9 +187,9 @@ function showLink(code) {
 
 async function startSend() {
   const text = ui.sendText.value;
-  const file = ui.sendFile.files[0] || null;
-  if (!file && !text) {
-    setState("failed", "Nothing to send: type a text or choose a file first.");
+  const chosen = picked;
+  if (!chosen && !text) {
+    setState("failed", "Nothing to send: type a text or choose a file (or several, or a folder) first.");
     ui.sendText.focus();
     return;
   }
@@ -197,7 +200,7 @@ async function startSend() {
     const where = await endpoints();
     const result = await send({
       ...where,
-      ...(file ? { file } : { text }),
+      ...(chosen === null ? { text } : chosen.kind === "file" ? { file: chosen.file } : { folder: chosen }),
       signal: running.signal,
       onCode(code) {
         ui.code.textContent = code;
@@ -211,7 +214,10 @@ async function startSend() {
       onState,
       onProgress: progressReporter(),
     });
-    const what = result.kind === "text" ? "The text was" : `${file.name} (${bytes(result.bytes)}) was`;
+    const what =
+      result.kind === "text" ? "The text was"
+      : result.kind === "directory" ? `The folder ${chosen.name} (${chosen.files.length} files, a zip of ${bytes(result.bytes)}) was`
+      : `${chosen.file.name} (${bytes(result.bytes)}) was`;
     setState("done", `${what} received by the other side.`);
   } catch (error) {
     failed(error);
@@ -332,10 +338,20 @@ function updateWords() {
 
 // -- wiring
 
-function showFile() {
-  const file = ui.sendFile.files[0];
-  ui.fileChosen.textContent = file ? `File to send: ${file.name} (${bytes(file.size)}); the text is not sent.` : "";
-  ui.clearFile.hidden = !file;
+function choose(what) {
+  picked = what;
+  ui.fileChosen.textContent = describe(picked);
+  ui.clearFile.hidden = picked === null;
+  // the inputs show only what was picked in them
+  if (picked === null || picked.from !== "files") ui.sendFile.value = "";
+  if (picked === null || picked.from !== "folder") ui.sendFolder.value = "";
+}
+
+function pickFailed(error) {
+  choose(null);
+  if (!(error instanceof PickError)) throw error;
+  clearTransfer();
+  setState("failed", `${error.message} Nothing was sent.`);
 }
 
 ui.sendButton.addEventListener("click", startSend);
@@ -344,10 +360,19 @@ ui.receiveCode.addEventListener("input", updateWords);
 ui.receiveCode.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !ui.receiveButton.disabled) startReceive();
 });
-ui.sendFile.addEventListener("change", showFile);
+ui.sendFile.addEventListener("change", () => {
+  const what = fromFiles(ui.sendFile.files);
+  choose(what && { ...what, from: "files" });
+});
+ui.sendFolder.addEventListener("change", () => {
+  try {
+    choose({ ...fromFolderInput(ui.sendFolder.files), from: "folder" });
+  } catch (error) {
+    pickFailed(error);
+  }
+});
 ui.clearFile.addEventListener("click", () => {
-  ui.sendFile.value = "";
-  showFile();
+  choose(null);
   ui.sendFile.focus();
 });
 // a file dropped anywhere on the page is the file to send (never opened in place of the page)
@@ -361,11 +386,7 @@ window.addEventListener("dragleave", (event) => {
 window.addEventListener("drop", (event) => {
   event.preventDefault();
   ui.drop.classList.remove("over");
-  const files = event.dataTransfer && event.dataTransfer.files;
-  if (files && files.length) {
-    ui.sendFile.files = files;
-    showFile();
-  }
+  fromDrop(event.dataTransfer).then((what) => what && choose({ ...what, from: "drop" }), pickFailed);
 });
 ui.cancel.addEventListener("click", () => running && running.abort());
 ui.reset.addEventListener("click", () => {

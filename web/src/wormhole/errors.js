@@ -10,6 +10,7 @@ export const KINDS = [
   "transit",
   "peer",
   "protocol",
+  "input", // what the person gave cannot be sent (a folder with an unreadable file, say)
 ];
 
 export class WormholeError extends Error {

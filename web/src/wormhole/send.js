@@ -2,19 +2,27 @@
 // (for a file) its bytes through the relay in encrypted records, read from the Blob in slices
 // so a file of any size never sits in memory whole, and checked by the receiver's sha256 ack
 // against the file's own SHA-256, hashed from a read of its own while the sender waits.
+// Several files or a folder go as the CLIs' `directory` offer: a zip built as it is read
+// (folder.js), hashed and sent the same way.
 
 import { toHex, utf8 } from "./bytes.js";
 import { WormholeError, cancelled } from "./errors.js";
 import { fileHash } from "./file-hash.js";
 import { fileSlices } from "./file-slices.js";
+import { checkReadable, zipFolder } from "./folder.js";
 import { checkOptions, withSession } from "./session.js";
 import { BATCH_BYTES, transitMessage } from "./transit.js";
 import { connectTransit } from "./worker-transit.js";
 
 export async function send(options) {
   const opts = checkOptions(options);
-  if ((opts.text === undefined) === (opts.file === undefined)) {
-    throw new TypeError("send() needs exactly one of text or file");
+  if ([opts.text, opts.file, opts.folder].filter((what) => what !== undefined).length !== 1) {
+    throw new TypeError("send() needs exactly one of text, file or folder ({name, files: [{path, file}]})");
+  }
+  // a folder is checked before a code is asked for: a file that cannot be read is named now
+  if (opts.folder !== undefined) {
+    await checkReadable(opts.folder.files);
+    opts.file = zipFolder(opts.folder.name, opts.folder.files);
   }
   // the file's hash starts at once: a person has to pass the code on, and the hash is
   // mostly done by the time the receiver connects, so the transfer spends nothing on it
@@ -36,11 +44,15 @@ export async function send(options) {
   }
 }
 
-/** The hex SHA-256 of `file`, read in slices; stops (rejects) once `signal` is aborted. */
+// The bytes to send in slices: a Blob's, or a zip's (zipFolder()) as it is built.
+const slicesOf = (what, spare) =>
+  typeof what.slices === "function" ? what.slices(BATCH_BYTES, spare) : fileSlices(what, BATCH_BYTES, spare);
+
+/** The hex SHA-256 of `file` (a Blob or a zipFolder()), read in slices; stops (rejects) once `signal` is aborted. */
 export async function fileDigest(file, signal) {
   const hash = await fileHash();
   const done = []; // buffers hashed, to read into again
-  for await (const slice of fileSlices(file, BATCH_BYTES, () => done.pop() ?? null)) {
+  for await (const slice of slicesOf(file, () => done.pop() ?? null)) {
     if (signal?.aborted) throw cancelled();
     hash.update(slice);
     done.push(slice.buffer);
@@ -78,7 +90,7 @@ async function expectAnswer(wormhole, ack) {
 async function sendFile(wormhole, opts, digest, track, untrack) {
   const { file } = opts;
   wormhole.send({ transit: transitMessage(opts) });
-  wormhole.send({ offer: { file: { filename: file.name ?? "file", filesize: file.size } } });
+  wormhole.send({ offer: file.kind === "directory" ? file.offer() : { file: { filename: file.name ?? "file", filesize: file.size } } });
   // meet the peer at the relay while it decides (the session closes the socket if it declines)
   const connect = () => connectTransit(opts, { url: opts.transitUrl, transitKey: wormhole.transitKey, role: "sender", track });
   const early = connect();
@@ -103,7 +115,7 @@ export async function sendFileOver(pipe, file, digest, onProgress) {
   let done = 0;
   onProgress?.({ done, total });
   // the pipe takes each slice's buffer, and gives it back once sealed (spare())
-  for await (const slice of fileSlices(file, BATCH_BYTES, () => pipe.spare?.() ?? null)) {
+  for await (const slice of slicesOf(file, () => pipe.spare?.() ?? null)) {
     done += slice.length;
     await pipe.sendData(slice);
     onProgress?.({ done, total });
@@ -114,5 +126,5 @@ export async function sendFileOver(pipe, file, digest, onProgress) {
   if (ack.sha256 !== undefined && ack.sha256 !== (await digest)) {
     throw new WormholeError("transit", "The file arrived damaged, or changed while it was being sent (its checksum differs). Send it again.");
   }
-  return { kind: "file", bytes: total };
+  return { kind: file.kind === "directory" ? "directory" : "file", bytes: total };
 }
