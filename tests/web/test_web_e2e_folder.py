@@ -65,7 +65,9 @@ def test_web_e2e_page_sends_folder_to_cli(
     source = make_tree(tmp_path / "My folder ✓")
     since = len(web_server.records())
     code = send_folder(web_page, source)
-    receiver = cli.start("receive", "receive", "--no-listen", "--hide-progress", "--accept-file", code)
+    receiver = cli.start(
+        "receive", "receive", "--no-listen", "--hide-progress", "--accept-file", code
+    )
     receiver.check()
     web_page.wait_state("done", timeout=30)
     got = receiver.cwd / source.name
@@ -87,15 +89,15 @@ def test_web_e2e_page_sends_several_files_to_cli(
     web_page.by_id("send-file").set_input_files([str(f) for f in files])
     web_page.by_id("send-button").click()
     code = web_page.code()
-    receiver = cli.start("receive", "receive", "--no-listen", "--hide-progress", "--accept-file", code)
+    receiver = cli.start(
+        "receive", "receive", "--no-listen", "--hide-progress", "--accept-file", code
+    )
     receiver.check()
     web_page.wait_state("done", timeout=30)
     assert digests(receiver.cwd / "wormhole-files") == digests(tmp_path / "picked")
 
 
-def test_web_e2e_page_sends_folder_to_ww(
-    context: Any, base_url: str, tmp_path: Path
-) -> None:
+def test_web_e2e_page_sends_folder_to_ww(context: Any, base_url: str, tmp_path: Path) -> None:
     ww = ww_path()
     source = make_tree(tmp_path / "for william")
 
