@@ -166,6 +166,10 @@ class TransitRelay:
         `sweep_interval`; a test that moved the clock need not wait for it)."""
         self.hub.check_timeouts()
 
+    def held_bytes(self) -> int:
+        """Bytes the relay holds for clients now: queues, socket write buffers, pipes."""
+        return self.hub.held_bytes()
+
     def figures(self) -> dict[str, Any]:
         """Figures for the status page and metrics (connections, waiting, active pairs,
         bytes relayed, refusals and moods by kind)."""

@@ -1,8 +1,8 @@
 """WebSocket transit: one already-upgraded connection, as the relay's endpoint.
 
-The caller (the server's front door, or ws_listener.py in tests) answers the HTTP
-upgrade, then calls `attach_websocket` with the transport and the bytes that followed the
-request head. Bytes are a stream, so data frames are not assembled into messages: each
+The caller (the server's front door, or ws_listener.py for the relay alone) answers the
+HTTP upgrade, then calls `attach_websocket` with the transport and the bytes that followed
+the request head. Bytes are a stream, so data frames are not assembled into messages: each
 read's data-frame payload is unmasked (websockets' C `apply_mask`) piece by piece as it
 arrives, and handed to the core, a frame split over reads in several pieces, several
 frames in one read as several pieces. This is the transit relay's hot path, so it is

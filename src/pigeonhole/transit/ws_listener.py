@@ -1,9 +1,11 @@
-"""A small standalone WebSocket listener for the transit adapter (tests, benchmarks).
+"""A small standalone WebSocket listener for the relay alone: `python -m pigeonhole.transit
+--ws-port`, the benchmark's relay alone, and the transit tests.
 
-The server proper answers the upgrade in its front door; this listener does the same job
-alone: it reads the request head, lets `websockets`' sans-I/O `ServerProtocol` check it and
-write the 101 answer, then attaches the transport to the relay with the bytes that
-followed the head. Any URL path is accepted, as the reference's relay does.
+The server proper answers the upgrade in its front door (server/transit.py), which this
+package may not import (it stands on its own); this listener does the same job alone: it
+reads the request head, lets `websockets`' sans-I/O `ServerProtocol` check it and write
+the 101 answer, then attaches the transport to the relay with the bytes that followed the
+head. Any URL path is accepted, as the reference's relay does.
 """
 
 from __future__ import annotations
