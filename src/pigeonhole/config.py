@@ -42,17 +42,17 @@ DEFAULT_TRUSTED_PROXIES: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
 DEFAULT_ADMIN_PORT = 4080
 
 
-
 @dataclass(frozen=True)
 class ServerConfig:
     """Everything `pigeonhole serve` needs; the defaults run with no configuration."""
 
-    host: str = setting("127.0.0.1", "Address to listen on.")
-    port: int = setting(4000, "TCP port.")
+    host: str = setting("127.0.0.1", "Address to listen on.", restart=True)
+    port: int = setting(4000, "TCP port.", restart=True)
     data_dir: Path = setting(
         Path("pigeonhole-data"),
         "Directory for every database (channel.sqlite, usage.sqlite).",
         path="dir",
+        restart=True,
     )
     #: None: SQLite in `data_dir`
     store: str | None = setting(
@@ -60,18 +60,25 @@ class ServerConfig:
         "Keep the state in this PostgreSQL database (schema created on first start) instead"
         " of SQLite in --data-dir; any number of nodes on one database are one server.",
         metavar="postgresql://USER@HOST:PORT/DBNAME",
+        restart=True,
     )
     #: each lane is a writer connection of its own; one measured best on 2 cores shared by
     #: the node, PostgreSQL and the load; a database across a network is where more pay
     node_lanes: int = setting(
-        1, "Batches a PostgreSQL node decides at once (on writer connections of its own).", min=1
+        1,
+        "Batches a PostgreSQL node decides at once (on writer connections of its own).",
+        min=1,
+        restart=True,
     )
     motd: str | None = setting(None, "Message of the day shown by clients.")
     signal_error: str | None = setting(None, "Welcome error: clients show it and stop.")
     advertise_version: str | None = setting(None, "Welcome current_cli_version.")
     disallow_list: bool = setting(False, "Answer `list` with no nameplates.")
     blur_usage: int | None = setting(
-        None, "Round usage times down to this many seconds; never log client addresses.", min=1
+        None,
+        "Round usage times down to this many seconds; never log client addresses.",
+        min=1,
+        restart=True,
     )
     #: the reference prunes after 11 minutes, every 5 minutes
     prune_expiry: float = setting(
@@ -81,10 +88,18 @@ class ServerConfig:
         unit="seconds",
     )
     prune_interval: float = setting(
-        5 * 60.0, "Seconds between pruning runs.", min=0.01, unit="seconds"
+        5 * 60.0,
+        "Seconds between pruning runs.",
+        min=0.01,
+        unit="seconds",
+        restart=True,
     )
     usage_sample_interval: float = setting(
-        60.0, "Seconds between connection-count usage samples.", min=0.01, unit="seconds"
+        60.0,
+        "Seconds between connection-count usage samples.",
+        min=0.01,
+        unit="seconds",
+        restart=True,
     )
     #: off by default: the usage history is kept whole (store/retention.py)
     usage_retention_days: int | None = setting(
@@ -92,6 +107,7 @@ class ServerConfig:
         "Delete usage rows older than this many days, in the background in small batches"
         " (default: keep them all; export them first, docs/operations.md).",
         min=1,
+        restart=True,
     )
     #: bigger frames are closed with 1009
     max_frame_bytes: int = setting(
@@ -102,6 +118,14 @@ class ServerConfig:
         "Network whose X-Real-IP/X-Real-Port headers are believed.",
         option="trusted-proxy",
     )
+    #: server/rules.py; docs/operations.md, "Rules that say why"; re-read on SIGHUP
+    deny_file: Path | None = setting(
+        None,
+        "Rules, one a line: `deny NET REASON...` refuses those clients with the reason,"
+        " `notice NET MESSAGE...` serves them with the message as motd.",
+        path="file",
+        metavar="FILE",
+    )
     #: pigeonhole/clients.py: the one rule for what counts as one client
     ipv6_prefix: int = setting(
         DEFAULT_IPV6_PREFIX,
@@ -109,6 +133,7 @@ class ServerConfig:
         " one /N as one client.",
         min=8,
         max=128,
+        restart=True,
     )
     permissions: tuple[Permission, ...] = setting(
         ("none",), "Permission methods offered, comma-separated: none, hashcash.", separator=","
@@ -138,6 +163,7 @@ class ServerConfig:
         "the store when replayed.",
         min=0,
         unit="bytes",
+        restart=True,
     )
     log_summary_interval: float = setting(
         60.0,
@@ -168,20 +194,29 @@ class ServerConfig:
         "Who writes and fdatasyncs each batch: a helper process (default), or the event "
         "loop writes and a worker thread syncs, or the loop does both (it waits for the disk); "
         "see bench/README.md. Durable every way.",
+        restart=True,
     )
     peer_delivery: PeerDelivery = setting(
         "immediate",
         "When another side's copy of a message leaves: at once, or after the add is "
         "durable. The sender's own echo, its confirmation, always waits for durability.",
+        restart=True,
     )
     tls_cert: Path | None = setting(
-        None, "PEM certificate chain: serve wss:// directly.", path="file"
+        None,
+        "PEM certificate chain: serve wss:// directly.",
+        path="file",
+        restart=True,
     )
-    tls_key: Path | None = setting(None, "PEM private key for --tls-cert.", path="file")
+    tls_key: Path | None = setting(
+        None, "PEM private key for --tls-cert.", path="file", restart=True
+    )
     #: docs/archive.md
-    archive: bool = setting(True, "Serve the Whisper-style archive at /whisper/v6.")
+    archive: bool = setting(True, "Serve the Whisper-style archive at /whisper/v6.", restart=True)
     archive_password: str = setting(
-        "status-offline-inbox", "Password the archive's request key is derived from (PBKDF2)."
+        "status-offline-inbox",
+        "Password the archive's request key is derived from (PBKDF2).",
+        restart=True,
     )
     archive_min_request_interval: float = setting(
         0.0, "Minimum seconds between requests per peer.", min=0, unit="seconds"
@@ -216,12 +251,14 @@ class ServerConfig:
     transit: bool = setting(
         True,
         "Run the transit relay: TCP on --transit-port, WebSocket at /transit on --port.",
+        restart=True,
     )
     transit_port: int = setting(
         4001,
         "TCP port of the transit relay, on the same interfaces as --host (0: any free port).",
         min=0,
         max=65535,
+        restart=True,
     )
     transit_handshake_timeout: float = setting(
         _RELAY.handshake_timeout,
@@ -284,32 +321,42 @@ class ServerConfig:
         "HOST:PORT at which other nodes of the --store reach this node's relay, to join a"
         " pair whose first side waits here (default: 127.0.0.1 and --transit-port).",
         metavar="HOST:PORT",
+        restart=True,
     )
     #: docs/web.md
     web: bool = setting(
         True,
         "Serve the browser page: `/` to a browser (Accept: text/html), its files at /web/.",
+        restart=True,
     )
     #: plain HTTP for operators only, so loopback by default
     admin: bool = setting(
         True,
         "Serve the admin listener: /status, /status.json, /metrics, /health (docs/status.md).",
+        restart=True,
     )
     admin_host: str = setting(
         "127.0.0.1",
         "Address of the admin listener: loopback or a private network, never the world.",
+        restart=True,
     )
     #: 0 in tests (`MailboxServer.admin_port` tells which port it got)
     admin_port: int = setting(
-        DEFAULT_ADMIN_PORT, "TCP port of the admin listener (0: any free port).", min=0, max=65535
+        DEFAULT_ADMIN_PORT,
+        "TCP port of the admin listener (0: any free port).",
+        min=0,
+        max=65535,
+        restart=True,
     )
     public_metrics: bool = setting(
-        False, "Also answer /metrics on the public listener, as before the admin listener."
+        False,
+        "Also answer /metrics on the public listener, as before the admin listener.",
+        restart=True,
     )
     status_refresh: float = setting(
         2.0, "Seconds between the status page's refreshes.", min=0.5, unit="seconds"
     )
-    log_format: LogFormat = setting("text", "Log line format.")
+    log_format: LogFormat = setting("text", "Log line format.", restart=True)
     log_level: str = setting("INFO", "Log level.")
 
     # Not options: the tests and the code set these.

@@ -19,6 +19,11 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: `ctx.meta` keys: the file read, and option name -> the key that set it there (so an
+#: error in a value can name its line, cli/reload.py)
+FILE_PATH = "pigeonhole.config_file"
+FILE_KEYS = "pigeonhole.config_keys"
+
 
 def _options(command: click.Command) -> dict[str, tuple[click.Option, bool]]:
     """Option name (no dashes) -> (option, whether the name is the `--no-` side of a flag)."""
@@ -42,6 +47,8 @@ def load_config(ctx: click.Context, param: click.Parameter, path: Path | None) -
         raise click.BadParameter(f"{path}: {err}", ctx, param) from err
     known = _options(ctx.command)
     defaults: dict[str, Any] = {}
+    keys: dict[str, str] = ctx.meta.setdefault(FILE_KEYS, {})
+    ctx.meta[FILE_PATH] = path
     for key, value in data.items():
         found = known.get(key) or known.get(key.replace("_", "-"))
         if found is None:
@@ -57,6 +64,7 @@ def load_config(ctx: click.Context, param: click.Parameter, path: Path | None) -
             raise click.BadParameter(f"{path}: {key} must be a value, not a table", ctx, param)
         assert option.name is not None
         defaults[option.name] = value
+        keys[option.name] = key
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
 
 

@@ -15,6 +15,7 @@ import click
 from pigeonhole.cli.config_file import config_option
 from pigeonhole.cli.logs import setup_logging
 from pigeonhole.cli.options import build, setting_options
+from pigeonhole.cli.reload import RecordingCommand
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.run import run
 from pigeonhole.store.errors import StoreError
@@ -23,7 +24,7 @@ from pigeonhole.store.errors import StoreError
 ENV_PREFIX = "PIGEONHOLE_SERVE"
 
 
-@click.command()
+@click.command(cls=RecordingCommand)
 @config_option
 @setting_options(ServerConfig, ENV_PREFIX)
 @click.option(
@@ -34,7 +35,7 @@ ENV_PREFIX = "PIGEONHOLE_SERVE"
 def serve(check_config: bool, **values: Any) -> None:
     """Run the mailbox server (WebSocket at ws://HOST:PORT/v1)."""
     config = build(ServerConfig, values)
-    _refuse_contradictions(config)
+    refuse_contradictions(config)
     setup_logging(config.log_format, config.log_level)
     if check_config:
         click.echo(json.dumps(settings(config), indent=2))
@@ -50,7 +51,7 @@ def settings(config: ServerConfig) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))  # type: ignore[no-any-return]
 
 
-def _refuse_contradictions(config: ServerConfig) -> None:
+def refuse_contradictions(config: ServerConfig) -> None:
     """What no single option's type can check: the store's scheme, TLS files in pairs."""
     if config.store is not None and not config.store.startswith(("postgresql://", "postgres://")):
         raise click.BadParameter("a postgresql:// URL", param_hint="--store")

@@ -41,6 +41,10 @@ class Setting:
     #: a tuple given as one value, its items split here (`none,hashcash`)
     separator: str | None = None
     unit: Unit | None = None
+    #: a running server keeps its value across a reload (SIGHUP): what it sets up once
+    #: (listeners, the store, files opened) takes a restart; every other setting applies
+    #: to what comes next as soon as it is reloaded
+    restart: bool = False
 
 
 def setting(
@@ -54,9 +58,10 @@ def setting(
     path: Literal["file", "dir"] | None = None,
     separator: str | None = None,
     unit: Unit | None = None,
+    restart: bool = False,
 ) -> T:
     """A dataclass field with this default that is also an option (see the module)."""
-    declared = Setting(help, option, min, max, metavar, path, separator, unit)
+    declared = Setting(help, option, min, max, metavar, path, separator, unit, restart)
     found: T = field(default=default, metadata={SETTING: declared})
     return found
 
