@@ -14,14 +14,17 @@ Modes (each prints one JSON document on stdout):
     loadgen.py exchanges --url ws://127.0.0.1:P/v1 --concurrency N --start-at T ...
     loadgen.py exchanges --url ws://127.0.0.1:P/v1 --url-b ws://127.0.0.1:Q/v1 ...
     loadgen.py idle --url ws://127.0.0.1:P/v1 --steps 1000,10000,20000
+    loadgen.py crowd --url ws://127.0.0.1:P/v1 --steps 2000,8000,15000
 
 With --url-b, side B of every exchange connects there (another node of the same server,
 so every message crosses nodes); side A, the allocator, stays on --url.
 
 `idle` opens connections (connect, welcome, bind) step by step; after each step it
 prints one JSON line and waits for a line on stdin before going on, so the caller can
-read the server's memory. Runs on uvloop with orjson; the WebSocket client is aiohttp
-(default, the cheaper of the two measured) or websockets.
+read the server's memory. `crowd` does the same with waiting senders (bind, allocate,
+claim, open, add `pake`, then wait), the crowd a busy server carries. Runs on uvloop
+with orjson; the WebSocket client is aiohttp (default, the cheaper of the two measured)
+or websockets.
 """
 
 from __future__ import annotations
@@ -852,6 +855,124 @@ async def mode_idle(args: argparse.Namespace) -> None:
     await client.stop()
 
 
+async def mode_crowd(args: argparse.Namespace) -> None:
+    """Hold a crowd of waiting senders, step by step, reporting after each step.
+
+    Each member does what `wormhole send` does before its peer comes: connect, `welcome`,
+    `bind`, `allocate`, `claim` the nameplate it got, `open` the mailbox, `add` `pake`,
+    and then waits (reading whatever comes: acks and its own echo). After each step it
+    prints one JSON line and waits for a line on stdin, like `idle`.
+    """
+    client = make_client(args.client, args.connect_timeout)
+    await client.start()
+    conns: list[Any] = []
+    failures: Counter[str] = Counter()
+    readers: list[asyncio.Task[None]] = []
+    dead = 0
+    gate = asyncio.Semaphore(args.parallel)
+    loop = asyncio.get_running_loop()
+
+    async def reader(conn: Any) -> None:
+        nonlocal dead
+        with contextlib.suppress(Exception):
+            while True:
+                await conn.recv()
+        dead += 1
+
+    async def expect(conn: Any, mtype: str) -> dict[str, Any]:
+        while True:
+            msg = orjson.loads(await conn.recv())
+            t = msg.get("type")
+            if t == mtype:
+                return msg  # type: ignore[no-any-return]
+            if t == "error":
+                raise ExchangeError(f"server error: {msg.get('error')}")
+            if t not in ("ack", "message"):
+                raise ExchangeError(f"unexpected {t} while waiting for {mtype}")
+
+    async def put(conn: Any, frame: dict[str, Any]) -> None:
+        frame["id"] = _msg_id()
+        await conn.send(orjson.dumps(frame).decode())
+
+    async def one() -> None:
+        async with gate:
+            conn = None
+            try:
+                conn = await client.connect(args.url)
+                async with asyncio.timeout(args.connect_timeout):
+                    await expect(conn, "welcome")
+                    side = _hex(5)
+                    await put(
+                        conn,
+                        {
+                            "type": "bind",
+                            "appid": APPID,
+                            "side": side,
+                            "client_version": CLIENT_VERSION,
+                        },
+                    )
+                    await put(conn, {"type": "allocate"})
+                    name = (await expect(conn, "allocated"))["nameplate"]
+                    await put(conn, {"type": "claim", "nameplate": name})
+                    mbox = (await expect(conn, "claimed"))["mailbox"]
+                    await put(conn, {"type": "open", "mailbox": mbox})
+                    await put(conn, {"type": "add", "phase": "pake", "body": _hex(80)})
+                    while True:  # the echo of its own pake: the server has it
+                        msg = await expect(conn, "message")
+                        if msg.get("side") == side:
+                            break
+            except ExchangeError as err:
+                failures[str(err)] += 1
+                if conn is not None:
+                    conn.abort()
+                return
+            except TimeoutError:
+                failures["crowd member timeout"] += 1
+                if conn is not None:
+                    conn.abort()
+                return
+            conns.append(conn)
+            readers.append(loop.create_task(reader(conn)))
+
+    steps = [int(s) for s in args.steps.split(",") if s]
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    deadline = time.time() + args.time_limit
+    for target in steps:
+        started = time.time()
+        while len(conns) - dead < target and time.time() < deadline:
+            need = target - (len(conns) - dead)
+            batch = [loop.create_task(one()) for _ in range(need)]
+            await asyncio.wait(batch, timeout=max(0.1, deadline - time.time()))
+            if sum(failures.values()) >= args.max_failures:
+                break
+        await asyncio.sleep(args.settle)
+        held = len(conns) - dead
+        print(
+            orjson.dumps(
+                {
+                    "target": target,
+                    "opened": len(conns),
+                    "held": held,
+                    "dead": dead,
+                    "failures": dict(failures),
+                    "seconds": round(time.time() - started, 2),
+                    "time_limited": held < target and time.time() >= deadline,
+                }
+            ).decode(),
+            flush=True,
+        )
+        line = await stdin.readline()
+        if not line or sum(failures.values()) >= args.max_failures:
+            break
+    for conn in conns:
+        conn.abort()
+    for r in readers:
+        r.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
+    await client.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -881,6 +1002,15 @@ def main() -> None:
     idle.add_argument("--time-limit", type=float, default=120.0)
     idle.add_argument("--connect-timeout", type=float, default=30.0)
     idle.add_argument("--client", choices=["raw", "aiohttp", "websockets"], default="raw")
+    crowd = sub.add_parser("crowd")
+    crowd.add_argument("--url", required=True)
+    crowd.add_argument("--steps", default="2000,8000,15000")
+    crowd.add_argument("--parallel", type=int, default=32, help="members joining at once")
+    crowd.add_argument("--settle", type=float, default=2.0)
+    crowd.add_argument("--max-failures", type=int, default=500)
+    crowd.add_argument("--time-limit", type=float, default=300.0)
+    crowd.add_argument("--connect-timeout", type=float, default=30.0)
+    crowd.add_argument("--client", choices=["raw", "aiohttp", "websockets"], default="raw")
     args = parser.parse_args()
     _raise_nofile()
     try:
@@ -900,6 +1030,8 @@ def main() -> None:
         else:
             sys.stdout.buffer.write(data + b"\n")
             sys.stdout.flush()
+    elif args.mode == "crowd":
+        run(mode_crowd(args))
     else:
         run(mode_idle(args))
 

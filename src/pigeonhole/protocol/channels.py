@@ -21,7 +21,7 @@ from pigeonhole.protocol.bodies import BodyCache
 from pigeonhole.protocol.errors import CROWDED, RECLAIMED, ProtocolError
 from pigeonhole.protocol.ledger import Ledger
 from pigeonhole.protocol.limits import Limits
-from pigeonhole.protocol.nameplates import Choose, RandBelow, find_free_nameplate
+from pigeonhole.protocol.nameplates import Choose, RandBelow, ShortNames, find_free_nameplate
 from pigeonhole.protocol.usage import blur, mailbox_result, nameplate_result, timing
 
 Effects = list[fx.Effect]
@@ -30,6 +30,9 @@ Effects = list[fx.Effect]
 #: (app ids come from clients: the count is bounded between two takes)
 MAX_APPS_COUNTED = 256
 OTHER_APPS = "(other apps)"
+#: `Mailbox.nameplate` when more than one nameplate points at the mailbox (only loaded
+#: rows could say so: a claim makes a new mailbox for each new nameplate)
+SEVERAL = "*"
 
 
 @dataclass(slots=True)
@@ -95,16 +98,55 @@ class Mailbox:
     subscribers: dict[object, None] = field(default_factory=dict)
     #: the client address charged for it ("" for nobody)
     owner: str = ""
+    #: the nameplate pointing here (SEVERAL: more than one), so closing the mailbox
+    #: deletes it without looking at every nameplate
+    nameplate: str | None = None
 
 
 @dataclass(slots=True)
 class App:
+    """One app's nameplates and mailboxes.
+
+    Nameplates come and go through `put_nameplate` and `drop_nameplate` only (read
+    `nameplates` freely): they keep which short numbers are taken (`short`, for
+    allocation) and each mailbox's nameplate (for its close).
+    """
+
     app_id: str
     nameplates: dict[str, Nameplate] = field(default_factory=dict)
     mailboxes: dict[str, Mailbox] = field(default_factory=dict)
+    short: ShortNames = field(default_factory=ShortNames)
 
     def is_empty(self) -> bool:
         return not self.nameplates and not self.mailboxes
+
+    def put_nameplate(self, nameplate: Nameplate) -> Nameplate:
+        """Add a nameplate (its name not yet here) and point its mailbox, if here, at it."""
+        self.nameplates[nameplate.name] = nameplate
+        self.short.add(nameplate.name)
+        mailbox = self.mailboxes.get(nameplate.mailbox_id)
+        if mailbox is not None:
+            mailbox.nameplate = nameplate.name if mailbox.nameplate is None else SEVERAL
+        return nameplate
+
+    def drop_nameplate(self, name: str) -> Nameplate | None:
+        nameplate = self.nameplates.pop(name, None)
+        if nameplate is not None:
+            self.short.remove(name)
+            mailbox = self.mailboxes.get(nameplate.mailbox_id)
+            if mailbox is not None and mailbox.nameplate == name:
+                mailbox.nameplate = None
+        return nameplate
+
+    def nameplates_of(self, mailbox: Mailbox) -> list[Nameplate]:
+        """The nameplates pointing at `mailbox`."""
+        name = mailbox.nameplate
+        if name is None:
+            return []
+        if name == SEVERAL:
+            return [n for n in self.nameplates.values() if n.mailbox_id == mailbox.id]
+        nameplate = self.nameplates.get(name)
+        return [nameplate] if nameplate is not None and nameplate.mailbox_id == mailbox.id else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +208,11 @@ class Rendezvous:
 
     def allocate(self, app_id: str, side: str, now: float, out: Effects, owner: str = "") -> str:
         app = self.apps.get(app_id)
-        in_use = app.nameplates if app is not None else ()
-        name = find_free_nameplate(in_use, self._random.choose, self._random.randbelow)
+        random = self._random
+        if app is None:
+            name = find_free_nameplate((), random.choose, random.randbelow)
+        else:
+            name = find_free_nameplate(app.nameplates, random.choose, random.randbelow, app.short)
         self.claim(app_id, name, side, now, out, owner)  # a free name: quotas checked there
         return name
 
@@ -184,7 +229,7 @@ class Rendezvous:
             app = self.app(app_id)
             mailbox_id = self._new_mailbox_id(app)
             self._create_mailbox(app, mailbox_id, True, now, out, owner)
-            nameplate = app.nameplates[name] = Nameplate(name, mailbox_id, owner=owner)
+            nameplate = app.put_nameplate(Nameplate(name, mailbox_id, owner=owner))
             ledger.charge_nameplate(owner)
             out.append(fx.PutNameplate(app_id, name, mailbox_id, self._stored_owner(owner)))
         mine = nameplate.sides.get(side)
@@ -214,7 +259,7 @@ class Rendezvous:
     def _delete_nameplate(
         self, app: App, nameplate: Nameplate, now: float, pruned: bool, out: Effects
     ) -> None:
-        del app.nameplates[nameplate.name]
+        app.drop_nameplate(nameplate.name)
         self.ledger.refund_nameplate(nameplate.owner)
         out.append(fx.DeleteNameplate(app.app_id, nameplate.name))
         started, waiting, total = timing([s.added for s in nameplate.sides.values()], now)
@@ -325,7 +370,7 @@ class Rendezvous:
     ) -> None:
         # nameplates still pointing here go too (with a usage row, which the reference
         # skips), avoiding the reference's foreign-key failure on close (§2.6)
-        for nameplate in [n for n in app.nameplates.values() if n.mailbox_id == mailbox.id]:
+        for nameplate in app.nameplates_of(mailbox):
             self._delete_nameplate(app, nameplate, now, pruned, out)
         del app.mailboxes[mailbox.id]
         mailbox.subscribers.clear()

@@ -83,7 +83,9 @@ def load_state(
             mailbox.size += size
     rz.next_seq = max(rz.next_seq, last_seq + 1)
     for app_id, name, mailbox_id, owner in rows.nameplates:
-        rz.app(app_id).nameplates[name] = Nameplate(name, mailbox_id, owner=owned(owner))
+        app = rz.app(app_id)
+        app.drop_nameplate(name)  # a name twice in the rows: the last one counts
+        app.put_nameplate(Nameplate(name, mailbox_id, owner=owned(owner)))
     for app_id, name, side, claimed, added in rows.nameplate_sides:
         nameplate = rz.app(app_id).nameplates.get(name)
         if nameplate is not None:

@@ -109,7 +109,7 @@ def loaded_rendezvous(
     for app_id, name, mailbox_id in loaded["app_names"]:
         app = rz.app(app_id)
         if name not in app.nameplates:
-            app.nameplates[name] = Nameplate(name, mailbox_id)
+            app.put_nameplate(Nameplate(name, mailbox_id))
     for seq, body in loaded["bodies"]:
         rz.bodies.put(seq, body)
     if loaded["seq"] is not None:
