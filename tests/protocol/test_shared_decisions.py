@@ -54,7 +54,9 @@ def test_wants_name_what_each_command_reads() -> None:
     assert s.wants({"type": "ping", "ping": 1}).names == []
     claim = s.wants({"type": "claim", "nameplate": "4"})
     assert claim.names == [("app", "4")] and claim.owner
-    assert s.wants({"type": "allocate"}).apps == ["app"]
+    allocate = s.wants({"type": "allocate"})
+    assert allocate.allocates == ["app"] and allocate.apps == []  # not every name
+    assert s.wants({"type": "list"}).apps == ["app"]
     opened = s.wants({"type": "open", "mailbox": "m"})
     assert opened.mailboxes == [("app", "m")] and opened.bodies == [("app", "m")]
     assert s.wants({"type": "add", "phase": "p", "body": ""}).mailboxes == []  # not open
@@ -113,7 +115,7 @@ def test_a_run_of_commands_is_guessed_as_if_each_earlier_one_succeeded() -> None
     fresh = Session(_rz(_empty()), object(), owner="192.0.2.1")
     bind = {"type": "bind", "appid": "app", "side": "a"}
     bound_then_allocate = fresh.wants_run([bind, {"type": "allocate"}])
-    assert bound_then_allocate[0].apps == [] and bound_then_allocate[1].apps == ["app"]
+    assert bound_then_allocate[0].allocates == [] and bound_then_allocate[1].allocates == ["app"]
     s = _bound("a")
     add = {"type": "add", "phase": "pake", "body": "00"}
     opened, added = s.wants_run([{"type": "open", "mailbox": "m"}, add])
@@ -136,3 +138,38 @@ def test_a_cover_holds_only_what_the_batch_locked_and_loaded() -> None:
     s.receive({"type": "open", "mailbox": "m"}, NOW)
     assert not cover.covers(s.wants({"type": "add", "phase": "p", "body": "00"}), "192.0.2.1")
     assert cover.covers(s.wants({"type": "ping", "ping": 1}), "192.0.2.9")
+
+
+def _allocating(row: list[Any], **overrides: Any) -> Any:
+    return _rz(_empty(allocates=[row], **overrides))
+
+
+def test_allocation_decides_on_what_short_names_read() -> None:
+    """`channel.short_names`' answer stands for the app's names: full lengths are skipped,
+    a mostly taken length's free numbers are chosen from, a mostly free one's taken names
+    are avoided, and beside a crowd holding 1-999 the drawn long numbers found free come
+    first."""
+    crowd = _allocating(["app", [9, 90, 900], 0, "", [], ["4242", "77777"]])
+    s = Session(crowd, object(), owner="192.0.2.1")
+    s.receive({"type": "bind", "appid": "app", "side": "a"}, NOW)
+    assert s.receive({"type": "allocate"}, NOW).after_commit[0]["nameplate"] == "4242"
+    # three digits mostly taken: its free numbers, then none left there: a long number
+    rz = _allocating(["app", [9, 90, 898], 3, "free", [512, 777], []])
+    names = [rz.allocate("app", f"s{i}", NOW, []) for i in range(3)]
+    assert names[:2] == ["512", "777"] and len(names[2]) >= 4
+    # two digits mostly free: never one of its taken names (drawn: RANDOM draws 10 first)
+    taken = [str(n) for n in range(10, 55)]
+    rz = _allocating(["app", [9, 45, 0], 2, "taken", taken, []])
+    assert rz.allocate("app", "a", NOW, []) == "55"
+    # a one-digit nameplate released in the batch is the next allocation's
+    out: list[Any] = []
+    rz = _allocating(
+        ["app", [9, 90, 900], 0, "", [], ["5000"]],
+        nameplates=[["app", "4", "mb", None]],
+        nameplate_sides=[["app", "4", "x", True, 1.0]],
+        mailboxes=[["app", "mb", True, None, 5.0]],
+        mailbox_sides=[["app", "mb", "x", True, 1.0, None]],
+    )
+    rz.release("app", "4", "x", NOW, out)
+    assert rz.allocate("app", "b", NOW, out) == "4"
+    assert rz.allocate("app", "c", NOW, out) == "5000"

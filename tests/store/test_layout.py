@@ -74,7 +74,8 @@ def test_the_schema_files_live_with_their_backend() -> None:
         "postgres-upgrade-v2-v3.sql",
         "postgres-upgrade-v3-v4.sql",
         "postgres-upgrade-v4-v5.sql",
-    "postgres-upgrade-v5-v6.sql",
+        "postgres-upgrade-v5-v6.sql",
+        "postgres-upgrade-v6-v7.sql",
         "postgres-v1.sql",
     ]
     assert not (STORE / "schema").exists()

@@ -147,7 +147,7 @@ def _allocate(session: Session, msg: Frame, now: float, step: Step) -> None:
 
 
 def _allocate_reads(session: Session, msg: Frame, app_id: str) -> Wants:
-    return Wants(apps=[app_id], owner=True)
+    return Wants(allocates=[app_id], owner=True)
 
 
 def _claim(session: Session, msg: Frame, now: float, step: Step) -> None:

@@ -51,12 +51,17 @@ class ShortNames:
     themselves, so a count that went wrong costs time, never a taken name.
     """
 
-    __slots__ = ("free", "taken")
+    __slots__ = ("free", "long_free", "pinned", "taken")
 
     def __init__(self) -> None:
         self.taken = [0, 0, 0]
         #: per length, its free numbers in order while it is mostly taken, else None
         self.free: list[list[int] | None] = [None, None, None]
+        #: a store that loads rows per batch (store/postgres/shared.py) says what it read:
+        #: free lists kept whatever they hold (`pinned`: the names of those lengths are
+        #: not all loaded), and long numbers drawn before it read and found free
+        self.pinned = False
+        self.long_free: list[str] = []
 
     def add(self, name: str) -> None:
         """A nameplate called `name` now exists."""
@@ -81,7 +86,7 @@ class ShortNames:
         free = self.free[k]
         if free is not None:
             low, high = SHORT_LENGTHS[k]
-            if 4 * (high - low - self.taken[k]) > 3 * (high - low):
+            if not self.pinned and 4 * (high - low - self.taken[k]) > 3 * (high - low):
                 self.free[k] = None  # mostly free again: drawn from directly
             else:
                 i = bisect_left(free, n)
@@ -104,6 +109,8 @@ class ShortNames:
                     name = str(low + randbelow(size))
                     if name not in in_use:
                         return name
+            if free is not None and not free and self.pinned:
+                continue  # the store says: none free
             if free is None or not free:
                 # listed once (or again, should the counts have gone wrong)
                 free = self.free[k] = [n for n in range(low, high) if str(n) not in in_use]
@@ -140,6 +147,10 @@ def find_free_nameplate(
     short_name = short.pick(in_use, choose, randbelow)
     if short_name is not None:
         return short_name
+    while short.long_free:  # drawn (uniformly) and found free by the store
+        candidate = short.long_free.pop(0)
+        if candidate not in in_use:
+            return candidate
     for _ in range(1000):
         candidate = str(1000 + randbelow(1000000 - 1000))
         if candidate not in in_use:

@@ -45,8 +45,10 @@ class Wants:
     #: nameplates by name, and mailboxes by id (with the nameplates pointing at them)
     names: list[tuple[str, str]] = field(default_factory=list)
     mailboxes: list[tuple[str, str]] = field(default_factory=list)
-    #: apps whose every nameplate name is read (allocate, list)
+    #: apps whose every nameplate name is read (list)
     apps: list[str] = field(default_factory=list)
+    #: apps a nameplate is allocated in: which short numbers are taken (ShortNames)
+    allocates: list[str] = field(default_factory=list)
     #: mailboxes whose stored bodies are replayed (open)
     bodies: list[tuple[str, str]] = field(default_factory=list)
     #: the quotas of this connection's address are checked; a message number is needed

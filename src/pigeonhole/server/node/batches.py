@@ -42,6 +42,11 @@ from pigeonhole.store.postgres.shared import (
 
 log = logging.getLogger("pigeonhole.node")
 
+#: long numbers drawn per `allocate` before the batch reads (the chance that all eight
+#: are taken is below 3e-6 until a fifth of 1000-999999 is; then the core draws more and
+#: a taken one is a collision, decided again)
+LONG_DRAWS = 8
+
 #: what a batch decided: the rendezvous of its rows, and each connection's fork and steps
 Outcome = tuple[Rendezvous, list[tuple[Session, list[Step]]]]
 
@@ -76,6 +81,7 @@ class Batches:
             return
         wants, owners = self._guess(batch)
         spec = batch_spec(wants, owners)
+        spec["long"] = self._long_numbers(wants)
         outcome = await self._commit(batch, spec, ready)
         if outcome is None:
             return  # refused by the database: decided again without the culprit
@@ -107,6 +113,17 @@ class Batches:
                         self._notes.subscriptions.pending(conn, want.mailboxes[0])
                         break
         return wants, owners
+
+    def _long_numbers(self, wants: list[Wants]) -> list[list[str]]:
+        """Numbers 1000-999999 drawn for each `allocate`, LONG_DRAWS each (the database
+        says which are free, for when 1-999 are all taken: store/postgres/shared.py)."""
+        randbelow = self._random.randbelow
+        return [
+            [app_id, str(1000 + randbelow(1000000 - 1000))]
+            for want in wants
+            for app_id in want.allocates
+            for _ in range(LONG_DRAWS)
+        ]
 
     async def _commit(
         self, batch: Batch, spec: dict[str, Any], ready: Collection[Member]

@@ -2,7 +2,7 @@
 
 In one transaction under an advisory lock, so nodes starting together cannot race:
 postgres-v1.sql (schemas `channel` and `usage`, the SQLite files' tables and columns), then
-postgres-upgrade-v1-v2.sql, -v2-v3.sql, -v3-v4.sql, -v4-v5.sql and -v5-v6.sql.
+postgres-upgrade-v1-v2.sql, -v2-v3.sql, -v3-v4.sql, -v4-v5.sql, -v5-v6.sql and -v6-v7.sql.
 `channel.version` holds the version; a database of a newer version is refused.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from pigeonhole.store.errors import StoreError
 
-POSTGRES_VERSION = 6
+POSTGRES_VERSION = 7
 #: advisory lock key for creating or upgrading the schema (per transaction)
 SCHEMA_LOCK = 0x50_69_67_01
 
@@ -47,6 +47,9 @@ async def create_or_upgrade(conn: Any) -> None:
         if version == 5:
             await conn.execute(schema_sql("postgres-upgrade-v5-v6.sql"))
             version = 6
+        if version == 6:
+            await conn.execute(schema_sql("postgres-upgrade-v6-v7.sql"))
+            version = 7
         if version != POSTGRES_VERSION:
             raise StoreError(
                 f"unable to handle PostgreSQL schema version {version} (want {POSTGRES_VERSION})"

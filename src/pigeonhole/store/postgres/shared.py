@@ -18,6 +18,7 @@ from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.bodies import BodyCache
 from pigeonhole.protocol.channels import Nameplate, Randomness, Rendezvous
 from pigeonhole.protocol.limits import Limits
+from pigeonhole.protocol.nameplates import SHORT_LENGTHS
 from pigeonhole.protocol.session import Wants
 from pigeonhole.store.loading import StoredRows, load_state
 
@@ -30,18 +31,21 @@ def batch_spec(wants: Iterable[Wants], owners: Iterable[str]) -> dict[str, Any]:
     names: set[tuple[str, str]] = set()
     mailboxes: set[tuple[str, str]] = set()
     apps: set[str] = set()
+    allocates: set[str] = set()
     bodies: set[tuple[str, str]] = set()
     seq = False
     for want in wants:
         names.update(want.names)
         mailboxes.update(want.mailboxes)
         apps.update(want.apps)
+        allocates.update(want.allocates)
         bodies.update(want.bodies)
         seq = seq or want.seq
     return {
         "names": sorted(names),
         "mailboxes": sorted(mailboxes),
         "apps": sorted(apps),
+        "allocates": sorted(allocates),
         "bodies": sorted(bodies),
         "owners": sorted(o for o in set(owners) if o),
         "seq": seq,
@@ -52,12 +56,13 @@ class Cover:
     """What a batch's spec locked and loaded: a later command of a connection joins the
     batch only if what it reads is all here (server/node/batches.py)."""
 
-    __slots__ = ("apps", "bodies", "mailboxes", "names", "owners", "seq")
+    __slots__ = ("allocates", "apps", "bodies", "mailboxes", "names", "owners", "seq")
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.names = {(a, n) for a, n in spec["names"]}
         self.mailboxes = {(a, m) for a, m in spec["mailboxes"]}
         self.apps = set(spec["apps"])
+        self.allocates = set(spec.get("allocates", ()))
         self.bodies = {(a, m) for a, m in spec["bodies"]}
         self.owners = set(spec["owners"])
         self.seq: bool = spec["seq"]
@@ -67,6 +72,7 @@ class Cover:
             self.names.issuperset(want.names)
             and self.mailboxes.issuperset(want.mailboxes)
             and self.apps.issuperset(want.apps)
+            and self.allocates.issuperset(want.allocates)
             and self.bodies.issuperset(want.bodies)
             and (not want.owner or not owner or owner in self.owners)
             and (not want.seq or self.seq)
@@ -110,6 +116,8 @@ def loaded_rendezvous(
         app = rz.app(app_id)
         if name not in app.nameplates:
             app.put_nameplate(Nameplate(name, mailbox_id))
+    for allocating in loaded.get("allocates", ()):
+        _short_names(rz, allocating)
     for seq, body in loaded["bodies"]:
         rz.bodies.put(seq, body)
     if loaded["seq"] is not None:
@@ -122,6 +130,30 @@ def loaded_rendezvous(
     ledger.stored_bytes = stored_bytes
     ledger.disk_low = disk_low
     return rz
+
+
+def _short_names(rz: Rendezvous, row: list[Any]) -> None:
+    """What `channel.short_names` read for an app a nameplate is allocated in, as its
+    `ShortNames`: the taken counts (committed rows; names this batch loaded are among
+    them), lengths before the shortest with a free number listed as having none, that
+    length's taken names (as bare nameplates) or free numbers, and, when 1-999 are all
+    taken, the drawn long numbers found free."""
+    app_id, counts, shortest, kind, listed, long_free = row
+    app = rz.app(app_id)
+    if kind == "taken":
+        for name in listed:
+            if name not in app.nameplates:
+                app.put_nameplate(Nameplate(name, ""))
+    short = app.short
+    short.pinned = True
+    short.taken = [int(c) for c in counts]
+    for k, (low, high) in enumerate(SHORT_LENGTHS):
+        if shortest == 0 or k < shortest - 1:
+            short.free[k] = []
+            short.taken[k] = high - low
+        elif k == shortest - 1 and kind == "free":
+            short.free[k] = [int(n) for n in listed]
+    short.long_free = list(long_free)
 
 
 def touches(rz: Rendezvous, loaded: dict[str, Any], now: float) -> list[list[Any]]:

@@ -1,0 +1,87 @@
+"""`channel.short_names` on the real PostgreSQL, beside a crowd of 15,000 nameplates: what
+an `allocate` reads instead of every name of its app (schema version 7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import orjson
+
+from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
+from postgres_support import postgres_url, run
+
+__all__ = ["postgres_url"]
+
+APP = "lothar.com/wormhole/text-or-file-xfer"
+SCHEMA = ["postgres-v1.sql"] + [
+    f"postgres-upgrade-v{v}-v{v + 1}.sql" for v in range(1, POSTGRES_VERSION)
+]
+
+
+async def _allocates(conn: Any, long: list[str]) -> list[Any]:
+    spec = {
+        "names": [],
+        "mailboxes": [],
+        "apps": [],
+        "bodies": [],
+        "owners": [],
+        "seq": False,
+        "allocates": [APP, "other app"],
+        "long": [[APP, name] for name in long],
+    }
+    loaded = orjson.loads(
+        await conn.fetchval(
+            "SELECT channel.lock_and_load($1::jsonb)::text", orjson.dumps(spec).decode()
+        )
+    )
+    assert loaded["app_names"] == []  # no name is read for an allocation
+    return sorted(loaded["allocates"])
+
+
+async def _put(conn: Any, names: list[str], app: str = APP) -> None:
+    await conn.executemany(
+        "INSERT INTO channel.nameplates (app_id, name, mailbox_id) VALUES ($1, $2, $3)",
+        [(app, name, f"mb{name}") for name in names],
+    )
+
+
+async def _drop(conn: Any, names: list[str]) -> None:
+    await conn.execute(
+        "DELETE FROM channel.nameplates WHERE app_id = $1 AND name = ANY($2::text[])", APP, names
+    )
+
+
+def test_short_names_beside_a_crowd(postgres_url: str) -> None:
+    async def check() -> None:
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            async with conn.transaction():
+                for name in SCHEMA:
+                    await conn.execute(schema_sql(name))
+            long = [str(n) for n in range(1000, 15_001)]
+            await _put(conn, [str(n) for n in range(1, 1000)] + long)
+            await _put(conn, ["07", "0", "0123"])  # other shapes: they take no short number
+            await _put(conn, ["3"], app="another app")
+            # 1-999 all taken: the drawn long numbers that are free, in their order
+            drawn = ["999999", "1000", "20000", "15000", "123456"]
+            mine, other = await _allocates(conn, drawn)
+            assert mine == [APP, [9, 90, 900], 0, "", [], ["999999", "20000", "123456"]]
+            assert other == ["other app", [0, 0, 0], 1, "taken", [], []]
+            # three digits mostly taken: its free numbers
+            await _drop(conn, ["512", "100", "999"])
+            mine, _ = await _allocates(conn, drawn)
+            assert mine == [APP, [9, 90, 897], 3, "free", [100, 512, 999], []]
+            # two digits mostly free: its taken names
+            await _drop(conn, [str(n) for n in range(10, 60)])
+            mine, _ = await _allocates(conn, drawn)
+            assert mine[:4] == [APP, [9, 40, 897], 2, "taken"]
+            assert sorted(mine[4], key=int) == [str(n) for n in range(60, 100)]
+            # one digit free: the shortest wins
+            await _drop(conn, ["7"])
+            mine, _ = await _allocates(conn, drawn)
+            assert mine[:4] == [APP, [8, 40, 897], 1, "free"] and mine[4] == [7]
+        finally:
+            await conn.close()
+
+    run(check)
