@@ -52,8 +52,8 @@ def ws_url(server: MailboxServer) -> str:
 
 async def open_client(server: MailboxServer, kind: str, **headers: str) -> Client:
     if kind == "tcp":
-        assert server.transit is not None and server.transit.port
-        return await TcpClient.open(server.transit.port)
+        assert server.ctx.transit is not None and server.ctx.transit.port
+        return await TcpClient.open(server.ctx.transit.port)
     return await WsClient.open(ws_url(server), headers or None)
 
 
@@ -80,7 +80,7 @@ async def relay_through(server: MailboxServer, sender: str, receiver: str, size:
 async def test_serve_relays_tcp_and_websocket(start: Start, sender: str, receiver: str) -> None:
     async with start() as server:
         await relay_through(server, sender, receiver, MIB)
-        stats = server.transit.stats()
+        stats = server.ctx.transit.stats()
         assert stats["bytes_relayed"] >= MIB
         # the mailbox on the same port still answers
         async with websockets.connect(f"ws://127.0.0.1:{server.port}/v1") as mailbox:
@@ -100,14 +100,14 @@ async def test_websocket_clients_are_counted_by_prefix(start: Start) -> None:
         await other.send(line(tok, side()))
         await partner.send(line(tok, side()))
         assert (await other.read(5), await partner.read(5)) == (b"ok\n", b"ok\n")  # taken
-        assert server.transit.stats()["refusals"]
+        assert server.ctx.transit.stats()["refusals"]
         for client in (*held, other, partner):
             await client.close()
 
 
 async def test_no_transit_serves_no_relay(start: Start) -> None:
     async with start(transit=False) as server:
-        assert server.transit is None
+        assert server.ctx.transit is None
         with pytest.raises(websockets.InvalidStatus) as refused:
             await websockets.connect(ws_url(server))
         assert refused.value.response.status_code == 404
@@ -137,7 +137,7 @@ async def _drain_scenario(server: ServeProcess, transit_port: int) -> None:
     await b.send(line(tok, side()))
     assert await a.read(5) == b"ok\n" and await b.read(5) == b"ok\n"
     data = os.urandom(4 * MIB)
-    await a.send(data[: MIB])
+    await a.send(data[:MIB])
     server.signal(signal.SIGTERM)
     for _ in range(50):  # the relay stops accepting at once
         if not await asyncio.to_thread(accepts_tcp, transit_port):
@@ -150,7 +150,6 @@ async def _drain_scenario(server: ServeProcess, transit_port: int) -> None:
     await a.close()
     got = await b.read_all(30)
     assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), len(got)
-
 
 
 def _get(url: str) -> str:
@@ -166,16 +165,19 @@ async def test_metrics_and_status_show_the_relay(start: Start) -> None:
         admin = f"http://127.0.0.1:{server.admin_port}"
         for _ in range(50):  # the pair's end is noted once both sides are closed
             metrics = await asyncio.to_thread(_get, f"{admin}/metrics")
-            if 'pigeonhole_transit_connections_ended_total{mood="happy"} 1' in metrics:
+            happy = 'pigeonhole_transit_connections_ended_total{mood="happy"} 1' in metrics
+            if happy and "pigeonhole_transit_waiting 1" in metrics:
                 break
             await asyncio.sleep(0.1)
         assert 'pigeonhole_transit_connections_ended_total{mood="happy"} 1' in metrics
         assert "pigeonhole_transit_waiting 1" in metrics
-        relayed = int(metrics.split("\npigeonhole_transit_bytes_relayed_total ")[1].split()[0])
+        relayed = int(
+            float(metrics.split("\npigeonhole_transit_bytes_relayed_total ")[1].split()[0])
+        )
         assert relayed >= MIB
         status = json.loads(await asyncio.to_thread(_get, f"{admin}/status.json"))
         transit = status["transit"]
-        assert (transit["port"], transit["waiting"]) == (server.transit.port, 1)
+        assert (transit["port"], transit["waiting"]) == (server.ctx.transit.port, 1)
         assert transit["hour"]["moods"]["happy"] == 1
         assert transit["hour"]["bytes"] >= MIB
         await lonely.close()
@@ -188,10 +190,12 @@ async def test_usage_records_are_committed_to_the_usage_database(
         await relay_through(server, "ws", "tcp", MIB)
         lonely = await open_client(server, "tcp")
         await lonely.send(line(token(), side()))
-        await asyncio.sleep(0.2)
+        assert isinstance(lonely, TcpClient)
+        await lonely.shutdown_write()  # it leaves before a partner came: nothing came to it
+        assert await lonely.read_all(5) == b""
         await lonely.close()
         for _ in range(50):
-            if server.transit.stats()["moods"].get("lonely"):
+            if server.ctx.transit.stats()["moods"].get("lonely"):
                 break
             await asyncio.sleep(0.1)
     with sqlite3.connect(tmp_path / "data" / "usage.sqlite") as db:

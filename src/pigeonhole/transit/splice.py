@@ -235,7 +235,7 @@ class Flow:
 class SplicePump:
     """Both directions of one TCP<->TCP pair; ends the pair when a side has ended."""
 
-    __slots__ = ("_hub", "flows", "loop", "pipes", "throttle")
+    __slots__ = ("_hub", "flows", "loop", "pipes")
 
     def __init__(
         self, hub: PumpHub, a: TcpEndpoint, b: TcpEndpoint, greetings: tuple[bytes, bytes]
@@ -243,7 +243,6 @@ class SplicePump:
         self._hub = hub
         self.loop = hub.loop
         self.pipes = hub.pipes
-        self.throttle = hub.throttle
         self.flows = (Flow(self, a, b, greetings[0]), Flow(self, b, a, greetings[1]))
         a.detach()
         b.detach()
@@ -251,6 +250,11 @@ class SplicePump:
     def start(self) -> None:
         for flow in self.flows:
             flow.start()
+
+    @property
+    def throttle(self) -> Throttle:
+        """The relay's rate cap (asked only by a flow whose sender has a bucket)."""
+        return self._hub.throttle
 
     def relayed(self, party: Party, size: int) -> Step | None:
         """Counted by the core (a Step if a cap ends the pair)."""
