@@ -65,6 +65,7 @@ async def test_lonely_timeout_closes_a_connection_without_partner() -> None:
         await relay.settle()
         assert [r.result for r in relay.records] == [Mood.LONELY]
         assert relay.records[0].waiting_time is None
+        assert relay.records[0].total_time > 300  # on the relay's clock
         assert refusals(relay) == {Refusal.LONELY_TIMEOUT: 1}
 
 
@@ -82,6 +83,8 @@ async def test_idle_timeout_ends_a_quiet_pair_but_not_a_busy_one() -> None:
         await busy_b.send(b"tock")  # still open both ways
         assert await busy_a.read() == b"tock"
         assert refusals(relay) == {Refusal.IDLE_TIMEOUT: 1}
+        await busy_a.close()
+        assert await busy_b.read_all() == b""
 
 
 async def pair_up(one: TcpClient, other: TcpClient) -> tuple[bytes | None, bytes | None]:
