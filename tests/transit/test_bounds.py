@@ -85,6 +85,7 @@ async def test_idle_timeout_ends_a_quiet_pair_but_not_a_busy_one() -> None:
         assert refusals(relay) == {Refusal.IDLE_TIMEOUT: 1}
         await busy_a.close()
         assert await busy_b.read_all() == b""
+        await busy_b.close()
 
 
 async def pair_up(one: TcpClient, other: TcpClient) -> tuple[bytes | None, bytes | None]:
