@@ -5,6 +5,7 @@
 An in-process MailboxServer on a temporary directory, its status rings filled with a full
 hour of busy minutes (every result, every limit kind, more app ids than are kept),
 then: the time to build /status.json (the dict, and orjson's bytes), its size, the time
+to render /metrics from the same figures (prometheus_client), the time
 of one timer tick (the common one, and one that closes a minute), the memory the rings
 hold (tracemalloc, before and after the hour), and the page's size.
 """
@@ -25,6 +26,7 @@ from pigeonhole.config import ServerConfig
 from pigeonhole.protocol.limits import LIMIT_ERRORS
 from pigeonhole.server.admin import status_page
 from pigeonhole.server.app import MailboxServer
+from pigeonhole.server.exposition import Exposition
 from pigeonhole.server.status import MINUTES, RESULTS, status_json
 
 
@@ -38,7 +40,7 @@ class Clock:
 
 def busy_minute(server: MailboxServer, i: int) -> None:
     """What a busy minute adds to the counters the rings read."""
-    m, rz = server.metrics, server.rendezvous
+    m, rz = server.ctx.metrics, server.ctx.rendezvous
     m.connections_total += 3000
     m.messages += 6000
     m.errors["other"] += 10
@@ -84,10 +86,13 @@ async def main() -> None:
             tracemalloc.stop()
             held = sum(s.size_diff for s in after.compare_to(before, "filename"))
             assert len(rings.minutes) == MINUTES
-            build = per_call(lambda: status_json(server, rings), 2000)
-            encode = per_call(lambda: orjson.dumps(status_json(server, rings)), 2000)
-            body = orjson.dumps(status_json(server, rings))
+            build = per_call(lambda: status_json(server.ctx, rings), 2000)
+            encode = per_call(lambda: orjson.dumps(status_json(server.ctx, rings)), 2000)
+            body = orjson.dumps(status_json(server.ctx, rings))
             tick = per_call(rings.tick, 100_000)
+            exposition = Exposition(server.ctx)
+            metrics = per_call(exposition.render, 2000)
+            metrics_size = len(exposition.render())
 
             def closing_tick() -> None:
                 clock.offset += 60
@@ -99,6 +104,7 @@ async def main() -> None:
     print(f"/status.json built (dict), full hour: {build * 1e6:.0f} us")
     print(f"/status.json built and encoded (orjson): {encode * 1e6:.0f} us")
     print(f"/status.json size, full hour: {len(body):,} bytes")
+    print(f"/metrics rendered (prometheus_client): {metrics * 1e6:.0f} us, {metrics_size:,} bytes")
     print(f"tick, within a minute: {tick * 1e6:.2f} us; closing a minute: {roll * 1e6:.1f} us")
     print(f"rings' memory, full hour (tracemalloc): {held / 1024:.1f} KiB")
     print(f"page: {len(page):,} bytes")

@@ -77,7 +77,7 @@ def test_a_server_runs_from_the_file_on_every_address(tmp_path: Path) -> None:
     path = tmp_path / "pigeonhole.toml"
     path.write_text(
         f'host = "::"\nport = {port}\ndata-dir = "{tmp_path / "data"}"\nmotd = "hello"\n'
-        "admin-port = 0\n"
+        "admin-port = 0\ntransit-port = 0\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE_")}
     server = ServeProcess(

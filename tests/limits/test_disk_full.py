@@ -230,14 +230,14 @@ async def test_low_then_full_disk_holds_replies_and_recovers(
             await b.release()
             await a.close(mood="happy")
             await b.close(mood="happy")
-            assert srv.metrics.storage_failures == 0
+            assert srv.ctx.metrics.storage_failures == 0
 
             # 2. no space at all: the commit fails, its reply is held, writes are refused
             c, d = await bound("c"), await bound("d")
             mailbox2 = await c.claim("2")
             assert await c.open(mailbox2) == []
             assert fill(filler, 0) == 0
-            connections = len(srv.connections)
+            connections = len(srv.ctx.clients)
             await c.send("add", phase="held", body=SMALL, id="h1")
             reason = await health_becomes(srv, 503, "storage failing")
             assert "disk space low" not in reason  # the failing store is the reason given
@@ -255,12 +255,12 @@ async def test_low_then_full_disk_holds_replies_and_recovers(
             assert samples["pigeonhole_storage_failures_total"] >= 1
             assert limit_hits(samples, STORAGE_DOWN) == 1
             deadline = time.monotonic() + SETTLE
-            while srv.metrics.storage_failures < 3:  # written again, and failing again
-                assert time.monotonic() < deadline, srv.metrics.storage_failures
+            while srv.ctx.metrics.storage_failures < 3:  # written again, and failing again
+                assert time.monotonic() < deadline, srv.ctx.metrics.storage_failures
                 await asyncio.sleep(0.05)
             await nothing_arrives(c, 0.2)
             await alive(c)
-            assert len(srv.connections) == connections
+            assert len(srv.ctx.clients) == connections
 
             # 3. space back: the retried commit succeeds and the held replies go out
             filler.unlink()
@@ -282,7 +282,7 @@ async def test_low_then_full_disk_holds_replies_and_recovers(
             assert (seen["side"], seen["phase"], seen["body"]) == ("d", "reply", BIG)
             for client in (a, b, c, d):
                 assert client.ws.close_code is None
-            assert len(srv.connections) == connections
+            assert len(srv.ctx.clients) == connections
         finally:
             filler.unlink(missing_ok=True)
 

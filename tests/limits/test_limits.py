@@ -83,7 +83,7 @@ async def test_command_storm_gets_error_then_close_1008(start_server: StartServe
                     errors.append(msg["error"])
         assert errors == ["too many commands: slow down"]
         assert info.value.rcvd is not None and info.value.rcvd.code == 1008
-        assert srv.metrics.limits["too many commands: slow down"] == 1
+        assert srv.ctx.metrics.limits["too many commands: slow down"] == 1
 
 
 async def test_connections_per_address_refused_with_429(start_server: StartServer) -> None:
@@ -140,8 +140,8 @@ async def test_slow_reader_is_closed_and_others_keep_going(
             reply = await call(fast, type="add", phase=str(i), body="00")
             assert reply["type"] == "message" and reply["phase"] == str(i)
         for _ in range(100):
-            if srv.metrics.limits["slow reader"]:
+            if srv.ctx.metrics.limits["slow reader"]:
                 break
             await asyncio.sleep(0.1)
-        assert srv.metrics.limits["slow reader"] == 1
-        assert len(srv.connections) == 1
+        assert srv.ctx.metrics.limits["slow reader"] == 1
+        assert len(srv.ctx.clients) == 1

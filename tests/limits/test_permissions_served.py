@@ -60,7 +60,7 @@ async def test_a_good_stamp_lets_the_client_bind(
         await ws.send(json.dumps(BIND))
         assert json.loads(await ws.recv())["type"] == "ack"
         assert (await call(ws, type="list"))["type"] == "nameplates"
-        assert srv.metrics.permissions["granted"] >= 1
+        assert srv.ctx.metrics.permissions["granted"] >= 1
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ async def test_bad_stamps_are_refused_and_bind_stays_closed(
         with pytest.raises(websockets.ConnectionClosed):
             await asyncio.wait_for(ws.recv(), 5)
         assert ws.close_code == 1008
-        assert srv.metrics.permissions["refused"] >= 1
+        assert srv.ctx.metrics.permissions["refused"] >= 1
 
 
 async def test_unoffered_method_is_refused(start_server: StartServer) -> None:
@@ -132,7 +132,7 @@ async def test_required_bits_rise_with_the_connection_rate(start_server: StartSe
         bits = [ws.welcome["permission-required"]["hashcash"]["bits"] for ws in burst]
         assert bits == sorted(bits), "bits only rise while the rate rises"
         assert 9 < bits[-1] <= 12, bits  # risen, never past the maximum
-        assert srv.permissions.current_bits(time.time()) >= bits[-1]
+        assert srv.ctx.permissions.current_bits(time.time()) >= bits[-1]
         # a stamp must pay the bits this connection was told
         last = burst[-1]
         resource = last.welcome["permission-required"]["hashcash"]["resource"]

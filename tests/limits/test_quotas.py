@@ -77,12 +77,12 @@ async def test_stored_bytes_per_address_hold_across_reconnects(start_server: Sta
         assert refusals[:2] == ["mailbox is full", "mailbox is full"]
         quota = f"quota exceeded: bytes stored from your address ({160 * KiB} bytes)"
         assert refusals[2:] == [quota, quota]
-        assert srv.ledger.bytes_by[ATTACKER] == 160 * KiB
+        assert srv.ctx.ledger.bytes_by[ATTACKER] == 160 * KiB
         # another address is not touched by it
         other = await opened(srv.url, OTHER, "fine")
         reply = await call(other, type="add", phase="0", body="cd" * 32 * KiB)
         assert reply["type"] == "message"
-        metrics = srv.metrics.limits
+        metrics = srv.ctx.metrics.limits
         assert metrics["quota exceeded: bytes stored from your address"] == 2
 
 
@@ -96,7 +96,7 @@ async def test_parallel_connections_share_one_quota(start_server: StartServer) -
         assert len(refusals) == 8
         assert all("bytes stored from your address" in r["error"] for r in refusals)
         assert all(r["orig"]["type"] == "add" for r in refusals)
-        assert srv.ledger.bytes_by[ATTACKER] == 256 * KiB
+        assert srv.ctx.ledger.bytes_by[ATTACKER] == 256 * KiB
         for ws in conns:
             assert await alive(ws)
 
@@ -107,7 +107,7 @@ async def test_closing_the_mailbox_gives_the_quota_back(start_server: StartServe
         ws = await opened(srv.url, ATTACKER, "m")
         assert (await fill(ws, 16 * KiB))[0] == 2
         assert (await call(ws, type="close", mood="happy"))["type"] == "closed"
-        assert ATTACKER not in srv.ledger.bytes_by and srv.ledger.stored_bytes == 0
+        assert ATTACKER not in srv.ctx.ledger.bytes_by and srv.ctx.ledger.stored_bytes == 0
         again = await opened(srv.url, ATTACKER, "m2")
         assert (await fill(again, 16 * KiB))[0] == 2
 
@@ -121,7 +121,7 @@ async def test_the_server_total_is_bounded(start_server: StartServer) -> None:
         n2, refusal = await fill(second, 16 * KiB)
         assert (n1, n2) == (3, 1) and refusal is not None
         assert refusal["error"] == f"quota exceeded: bytes stored on this server ({64 * KiB} bytes)"
-        assert srv.ledger.stored_bytes == 64 * KiB
+        assert srv.ctx.ledger.stored_bytes == 64 * KiB
 
 
 async def test_nameplate_squatting_across_reconnects_is_refused(
@@ -173,7 +173,7 @@ async def test_mailboxes_per_address(start_server: StartServer) -> None:
         again = await client(srv.url, ATTACKER, side="t")
         await again.send(json.dumps({"type": "open", "mailbox": "x"}))
         assert await alive(again)
-        assert srv.ledger.mailboxes_by[ATTACKER] == 2
+        assert srv.ctx.ledger.mailboxes_by[ATTACKER] == 2
 
 
 async def test_refusals_are_logged_once_per_interval_with_a_count(
@@ -191,7 +191,7 @@ async def test_refusals_are_logged_once_per_interval_with_a_count(
             r.getMessage() for r in caplog.records if "stored from your address" in r.getMessage()
         ]
         assert len(lines) == 1 and "refused" in lines[0] and ATTACKER in lines[0]
-        srv.log_summary.flush()
+        srv.ctx.events.summary.flush()
     summary = [r.getMessage() for r in caplog.records if "49 more in the last" in r.getMessage()]
     assert len(summary) == 1 and summary[0].startswith("quota exceeded: bytes stored")
 
@@ -229,5 +229,5 @@ async def test_below_the_disk_watermark_only_small_bodies_are_stored(
             (envelope.hash, "server is low on disk space: nothing is archived now")
         ]
         _, _, metrics = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
-        assert "pigeonhole_disk_low 1\n" in metrics
+        assert "pigeonhole_disk_low 1.0\n" in metrics
         assert 'pigeonhole_limit_hits_total{limit="server is low on disk space' in metrics

@@ -40,10 +40,6 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "__main__": frozenset({"cli"}),
 }
 
-#: imports the rule forbids that today's code still makes, each until its fix lands
-KNOWN_EXCEPTIONS: dict[str, frozenset[str]] = {}
-
-
 def package_of(module: str, source: Path) -> str:
     """`pigeonhole.store.sqlite` -> `store`; `pigeonhole.__version__` -> TOP."""
     parts = module.split(".")
@@ -83,15 +79,13 @@ def packages_in(source: Path) -> set[str]:
     return {package_of(module_name(p, source), source) for p in source.rglob("*.py")} - {TOP}
 
 
-def forbidden_imports(
-    source: Path, rule: dict[str, frozenset[str]], allowed_anyway: dict[str, frozenset[str]]
-) -> list[str]:
+def forbidden_imports(source: Path, rule: dict[str, frozenset[str]]) -> list[str]:
     """Lines `module -> imported (package -> package)` for each import the rule forbids."""
     found: list[str] = []
     for path in sorted(source.rglob("*.py")):
         importer = module_name(path, source)
         own = package_of(importer, source)
-        allowed = rule.get(own, frozenset()) | allowed_anyway.get(own, frozenset())
+        allowed = rule.get(own, frozenset())
         for imported in sorted(imported_modules(path, source)):
             target = package_of(imported, source)
             if target in ("", TOP, own) or allowed == ANY or target in allowed:
@@ -117,17 +111,7 @@ def test_every_package_has_a_row_in_the_layering_table() -> None:
 
 
 def test_packages_import_only_the_layers_their_row_allows() -> None:
-    assert forbidden_imports(SOURCE, MAY_IMPORT, KNOWN_EXCEPTIONS) == []
-
-
-def test_each_known_layering_exception_is_still_made() -> None:
-    """An exception whose import is gone must leave the table, so the rule is what holds."""
-    made = forbidden_imports(SOURCE, MAY_IMPORT, {})
-    for package, targets in KNOWN_EXCEPTIONS.items():
-        for target in targets:
-            assert any(line.endswith(f"({package} -> {target})") for line in made), (
-                f"{package} no longer imports {target}: delete it from KNOWN_EXCEPTIONS"
-            )
+    assert forbidden_imports(SOURCE, MAY_IMPORT) == []
 
 
 def test_the_layering_table_is_the_one_in_architecture_md() -> None:
@@ -152,7 +136,7 @@ def test_the_layering_check_finds_imports_at_any_level(tmp_path: Path) -> None:
         "    from .. import server\n"
     )
     rule = {"protocol": frozenset(), "server": frozenset({"protocol"})}
-    assert forbidden_imports(source, rule, {}) == [
+    assert forbidden_imports(source, rule) == [
         "pigeonhole.protocol.core -> pigeonhole.server (protocol -> server)",
         "pigeonhole.protocol.core -> pigeonhole.server.app.X (protocol -> server)",
     ]

@@ -105,7 +105,7 @@ def test_the_same_network_twice_for_one_verb_is_refused_and_both_verbs_are_kept(
 
 
 def test_files_that_cannot_be_read(tmp_path: Path) -> None:
-    with pytest.raises(RuleError, match="missing.txt: cannot be read: No such file"):
+    with pytest.raises(RuleError, match=r"missing\.txt: cannot be read: No such file"):
         load_rules(tmp_path / "missing.txt")
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"deny 10.0.0.0/8 fine\ndeny 10.1.0.0/16 caf\xe9\n")

@@ -158,7 +158,7 @@ async def test_owners_stored_as_full_addresses_are_regrouped(make_server: Any) -
     async with make_server(limits=limits) as srv:
         refused = await allocate(srv, ONE_64[4])
         assert refused["type"] == "error" and refused["error"].startswith(NAMEPLATES)
-        assert srv.ledger.nameplates_by["2001:db8:1:2::/64"] == 4
+        assert srv.ctx.ledger.nameplates_by["2001:db8:1:2::/64"] == 4
 
 
 async def test_refusal_logs_name_the_prefix(

@@ -39,8 +39,8 @@ async def nodes(tmp_path: Path) -> AsyncIterator[tuple[MailboxServer, MailboxSer
 
 def node_of(srv: MailboxServer) -> Node:
     """The server's decider: a node of the shared store."""
-    assert isinstance(srv.decider, Node)
-    return srv.decider
+    assert isinstance(srv.ctx.decider, Node)
+    return srv.ctx.decider
 
 
 async def _bound(srv: MailboxServer, side: str, appid: str = APPID):  # type: ignore[no-untyped-def]
@@ -83,7 +83,7 @@ async def test_an_exchange_across_nodes(nodes) -> None:
     # exactly one of them leads (prunes, samples usage); each decided in batches
     assert node_one.leader != node_two.leader
     _, _, metrics = await http_get(f"http://127.0.0.1:{two.admin_port}/metrics")
-    assert f"pigeonhole_node_leader {int(node_two.leader)}\n" in metrics
+    assert f"pigeonhole_node_leader {float(node_two.leader)}\n" in metrics
     # the status page names the node, whether it leads, and how many nodes report
     await node_two.report()
     _, _, text = await http_get(f"http://127.0.0.1:{two.admin_port}/status.json")

@@ -21,12 +21,17 @@ def serve_process_in(
     tmp_path: Path, commit_sync: str = "process", peer_delivery: str = "immediate"
 ) -> ServeProcess:
     """`python -m pigeonhole serve` on 127.0.0.1 with its data in tmp_path/data and no
-    PIGEONHOLE_* setting from the environment."""
+    PIGEONHOLE_* setting from the environment (the relay and admin ports free ones, so a
+    server already on 4001 or 4080 does not stop it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIGEONHOLE")}
     return ServeProcess(
         tmp_path / "serve.log",
         "--host",
         "127.0.0.1",
+        "--transit-port",
+        "0",
+        "--admin-port",
+        "0",
         "--data-dir",
         str(tmp_path / "data"),
         "--commit-sync",

@@ -27,15 +27,15 @@ async def _store_three(bound, srv, mailbox: str = "mbox") -> list[dict[str, obje
 async def test_a_replay_reads_bodies_the_cache_does_not_hold(make_server, bound) -> None:
     async with make_server(body_cache_bytes=0) as srv:
         sent = await _store_three(bound, srv)
-        assert len(srv.rendezvous.bodies) == 0  # nothing on the heap
+        assert len(srv.ctx.rendezvous.bodies) == 0  # nothing on the heap
         receiver = await bound("b", srv=srv)
         replayed = [strip(f) for f in await receiver.open("mbox")]
         assert replayed == sent  # same bodies, ids and order as the echoes
         _, _, metrics = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
-        assert "pigeonhole_stored_bytes 300004\n" in metrics
+        assert "pigeonhole_stored_bytes 300004.0\n" in metrics
         if srv.config.store is None:  # SQLite: bodies read from its files
-            assert srv.bodies.loads == 1
-            assert "pigeonhole_replay_store_reads_total 1\n" in metrics
+            assert srv.ctx.storage.bodies.loads == 1
+            assert "pigeonhole_replay_store_reads_total 1.0\n" in metrics
 
 
 async def test_live_messages_wait_behind_a_replay_from_the_store(make_server, bound) -> None:
@@ -58,16 +58,16 @@ async def test_a_small_recent_body_is_replayed_from_the_cache(make_server, bound
         await sender.add("pake", "00ab")
         receiver = await bound("b", srv=srv)
         assert [f["body"] for f in await receiver.open("mbox")] == ["00ab"]
-        assert srv.bodies.loads == 0
+        assert srv.ctx.storage.bodies.loads == 0
 
 
 async def test_big_bodies_stay_off_the_heap_and_survive_a_restart(make_server, bound) -> None:
     async with make_server() as srv:
         sent = await _store_three(bound, srv)
         if srv.config.store is None:  # SQLite: bodies read from its files
-            assert srv.rendezvous.bodies.size == len("00ab") + len("AAbb")  # BIG is not cached
-        assert srv.ledger.stored_bytes == 300_004
+            assert srv.ctx.rendezvous.bodies.size == len("00ab") + len("AAbb")  # BIG is not cached
+        assert srv.ctx.ledger.stored_bytes == 300_004
     async with make_server() as again:
-        assert len(again.rendezvous.bodies) == 0 and again.ledger.stored_bytes == 300_004
+        assert len(again.ctx.rendezvous.bodies) == 0 and again.ctx.ledger.stored_bytes == 300_004
         receiver = await bound("b", srv=again)
         assert [strip(f) for f in await receiver.open("mbox")] == sent

@@ -15,17 +15,17 @@ pytestmark = pytest.mark.sqlite_only
 
 async def test_a_helper_killed_while_idle_is_replaced_and_nothing_fails(make_server, bound):
     async with make_server() as srv:
-        first = srv.helper.pid
+        first = srv.ctx.storage.helper.pid
         assert first is not None
         os.kill(first, signal.SIGKILL)  # our own server's child
         for _ in range(200):  # the loop sees the pipe's end
-            if srv.helper.pid is None:
+            if srv.ctx.storage.helper.pid is None:
                 break
             await asyncio.sleep(0.01)
-        assert srv.helper.pid is None
+        assert srv.ctx.storage.helper.pid is None
         client = await bound("a", srv=srv)
         assert await client.claim("1")  # a new helper writes and syncs it
-        assert srv.helper.started == 2 and srv.metrics.storage_failures == 0
+        assert srv.ctx.storage.helper.started == 2 and srv.ctx.metrics.storage_failures == 0
 
 
 async def test_a_helper_killed_holding_a_batch_is_replaced_and_the_batch_written_again(
@@ -34,7 +34,7 @@ async def test_a_helper_killed_holding_a_batch_is_replaced_and_the_batch_written
     async with make_server(shutdown_timeout=0.5) as srv:
         kept = await bound("kept", srv=srv)
         mailbox = await kept.claim("1")  # confirmed: written and synced by the first helper
-        first = srv.helper.pid
+        first = srv.ctx.storage.helper.pid
         assert first is not None
         victim = await connect(srv)
         os.kill(first, signal.SIGSTOP)  # our own server's child: it takes the batch, no more
@@ -48,19 +48,22 @@ async def test_a_helper_killed_holding_a_batch_is_replaced_and_the_batch_written
         await victim.expect_ack()
         claimed = await victim.next()
         assert claimed["type"] == "claimed", claimed
-        assert srv.metrics.storage_failures == 1
-        assert srv.helper.started == 2 and srv.helper.pid not in (None, first)
-        assert not srv.ledger.storage_down  # recovered by itself
+        assert srv.ctx.metrics.storage_failures == 1
+        assert srv.ctx.storage.helper.started == 2 and srv.ctx.storage.helper.pid not in (
+            None,
+            first,
+        )
+        assert not srv.ctx.ledger.storage_down  # recovered by itself
         listed = (await kept.call("list"))["nameplates"]
         assert {"id": "1"} in listed and {"id": "2"} in listed
         other = await bound("other", srv=srv)
         assert await other.claim("1") == mailbox  # the confirmed claim is there too
         status, _, body = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
         assert status == 200
-        assert "pigeonhole_store_helper_starts_total 2\n" in body
-        assert "pigeonhole_storage_failures_total 1\n" in body
+        assert "pigeonhole_store_helper_starts_total 2.0\n" in body
+        assert "pigeonhole_storage_failures_total 1.0\n" in body
         for client in (victim, kept):
             assert client.ws.close_code is None
     # and it is on disk: a restart has the claim the killed helper never wrote
     async with make_server() as again:
-        assert {"2", "1"} <= {n for a in again.rendezvous.apps.values() for n in a.nameplates}
+        assert {"2", "1"} <= {n for a in again.ctx.rendezvous.apps.values() for n in a.nameplates}

@@ -28,10 +28,10 @@ async def test_transit_records_are_written_durably_in_order(make_server):
         UsageTransit(1_700_000_005.0, 2.0, None, 64, "impatient"),
     ]
     async with make_server() as srv:
-        commit = srv.committer.submit(records[:2])
+        commit = srv.ctx.committer.submit(records[:2])
         assert commit is not None
         await commit
-        later = srv.committer.submit(records[2:])
+        later = srv.ctx.committer.submit(records[2:])
         assert later is not None
         await later
         rows = usage_rows(srv.config, "transit")
@@ -47,7 +47,7 @@ async def test_the_in_loop_writer_writes_transit_records_too(make_server, commit
     """With --commit-sync thread or loop the loop's own connection writes the batch."""
     record = UsageTransit(1_700_000_000.0, 3.0, 1.0, 10_000, "happy")
     async with make_server(commit_sync=commit_sync) as srv:
-        commit = srv.committer.submit([record])
+        commit = srv.ctx.committer.submit([record])
         assert commit is not None
         await commit
         rows = usage_rows(srv.config, "transit")
@@ -62,7 +62,7 @@ async def test_committed_transit_records_export_as_the_transit_table(make_server
         UsageTransit(1_795_000_011.0, 9.0, None, 0, "redundant"),
     ]
     async with make_server() as srv:
-        commit = srv.committer.submit(records)
+        commit = srv.ctx.committer.submit(records)
         assert commit is not None
         await commit
         config = srv.config

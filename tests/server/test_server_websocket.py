@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -98,11 +97,17 @@ class RawClient:
         assert opcode == TEXT, (opcode, payload)
         return json.loads(payload)  # type: ignore[no-any-return]
 
-    async def closed(self) -> bool:
-        """True once the server has closed the TCP connection."""
-        with contextlib.suppress(ConnectionError):
-            while await asyncio.wait_for(self.reader.read(65536), 5):
-                pass
+    async def closed(self, timeout: float = 5.0) -> bool:
+        """Whether the server closes the TCP connection within `timeout` s (what it sends
+        until then is read and dropped)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while await self.reader.read(65536):
+                    pass
+        except ConnectionError:
+            return True
+        except TimeoutError:
+            return False
         return True
 
 
@@ -157,16 +162,16 @@ async def test_handshake_split_across_writes(server: MailboxServer) -> None:
 
 async def test_client_close_is_echoed_and_connection_released(server: MailboxServer) -> None:
     client = await RawClient.open(server)
-    assert len(server.connections) == 1
+    assert len(server.ctx.clients) == 1
     client.send(CLOSE, struct.pack("!H", 1000) + b"bye")
     opcode, payload = await client.recv()
     assert opcode == CLOSE and struct.unpack("!H", payload[:2])[0] == 1000
     assert await client.closed()
     for _ in range(50):
-        if not server.connections:
+        if not server.ctx.clients:
             break
         await asyncio.sleep(0.02)
-    assert not server.connections
+    assert not server.ctx.clients
 
 
 async def test_oversize_frame_is_refused_before_it_is_read(make_server: Any) -> None:
@@ -184,25 +189,25 @@ async def test_oversize_frame_is_refused_before_it_is_read(make_server: Any) -> 
 async def test_silent_client_is_pinged_then_dropped(server: MailboxServer) -> None:
     """One quiet sweep: nothing; the next: a ping; the next, still silent: dropped."""
     client = await RawClient.open(server)
-    server.heartbeat()  # the handshake counted as heard
-    server.heartbeat()
+    server.ctx.clients.heartbeat()  # the handshake counted as heard
+    server.ctx.clients.heartbeat()
     assert (await client.recv())[0] == PING
-    server.heartbeat()
+    server.ctx.clients.heartbeat()
     assert await client.closed()
 
 
 async def test_client_answering_pings_is_kept(server: MailboxServer) -> None:
     client = await RawClient.open(server)
     for _ in range(3):
-        server.heartbeat()
-        server.heartbeat()
+        server.ctx.clients.heartbeat()
+        server.ctx.clients.heartbeat()
         opcode, payload = await client.recv()
         assert opcode == PING
         client.send(PONG, payload)
         await asyncio.sleep(0.05)
     client.send_json(type="ping", ping=9)
     await pong_for(client, 9)
-    assert len(server.connections) == 1
+    assert len(server.ctx.clients) == 1
 
 
 @pytest.mark.parametrize("path", ["/v1", "/v1?x=1"])
@@ -219,7 +224,7 @@ async def test_bad_handshake_is_refused_with_400(server: MailboxServer) -> None:
     writer.write(request)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
     assert head.startswith(b"HTTP/1.1 426") or head.startswith(b"HTTP/1.1 400"), head
-    assert not server.connections
+    assert not server.ctx.clients
     writer.close()
 
 

@@ -12,8 +12,8 @@ from status_support import OTHER_APP, crowded, exchange, status, until
 
 from pigeonhole.protocol.channels import MAX_APPS_COUNTED, OTHER_APPS, Rendezvous
 from pigeonhole.protocol.limits import BODY_TOO_LARGE, Limits
-from pigeonhole.server.app import SECURE_RANDOMNESS
 from pigeonhole.server.status import MINUTES, RESULTS
+from pigeonhole.server.wiring import SECURE_RANDOMNESS
 
 pytestmark = pytest.mark.asyncio
 
@@ -42,7 +42,7 @@ async def test_figures_after_known_exchanges(make_server, bound, clock):
         left = await bound("a", APPID, srv)
         await left.claim("30")  # then leaves: pruned below
         await left.disconnect()
-        await until(lambda: not srv.connections)
+        await until(lambda: not srv.ctx.clients)
         clock.advance(EXPIRY + 1)
         assert await srv.prune_now() == 1
         figures = await status(srv)
@@ -180,7 +180,7 @@ async def test_status_json_stays_the_same_size(make_server, bound, clock):
             for _ in range(MINUTES):
                 clock.advance(60)
                 srv.status.tick()
-            sizes.append(len(json.dumps(status_json(srv, srv.status))))
+            sizes.append(len(json.dumps(status_json(srv.ctx, srv.status))))
     assert max(sizes) - min(sizes) < 200, sizes  # only the figures differ (uptime, ...)
 
 
@@ -192,12 +192,3 @@ async def test_app_counts_are_bounded() -> None:
     assert rz.mailboxes_created == 300
     assert len(rz.created_by_app) == MAX_APPS_COUNTED + 1
     assert rz.created_by_app[OTHER_APPS] == 300 - MAX_APPS_COUNTED
-
-
-async def test_no_import_cycle() -> None:
-    """The status modules import without the server app (server/ keeps no cycles)."""
-    import subprocess
-    import sys
-
-    code = "import pigeonhole.server.status, pigeonhole.server.admin"
-    subprocess.run([sys.executable, "-c", code], check=True)

@@ -26,6 +26,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from chromium_support import FLAGS as CHROMIUM_FLAGS
 from chromium_support import chromium_binary, page_socket
 from pigeonhole.protocol.limits import BODY_TOO_LARGE, Limits
+from pigeonhole.server.figures import declared
 
 pytestmark = pytest.mark.asyncio
 
@@ -183,6 +184,15 @@ async def test_the_page_renders_and_updates_without_a_reload(make_server, bound,
             assert apps == [APPID, "8", OTHER_APP, "1"]
             limits = await page.evaluate("document.getElementById('limits').textContent")
             assert BODY_TOO_LARGE in limits
+            # every figure this server declares is on the page, with the value /metrics has
+            shown = await page.evaluate(
+                "Object.fromEntries([...document.querySelectorAll('#figures tr')]"
+                ".map(r => [r.cells[0].textContent, r.cells[1].textContent]))"
+            )
+            names = {name.split(" {")[0] for name in shown}
+            assert {f.name for f in declared(srv.ctx)} <= names, sorted(names)
+            assert shown["pigeonhole_exchanges_started_total"] == "9"
+            assert shown["pigeonhole_exchanges_finished_total {happy}"] == "5"
             # every chart drew its bars or lines; the exchanges chart one bar per result seen
             shapes = await page.evaluate(
                 "Object.fromEntries([...document.querySelectorAll('svg.chart')].map(s => "

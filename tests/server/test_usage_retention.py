@@ -105,13 +105,13 @@ async def test_old_usage_rows_go_recent_ones_stay(make_server: Any) -> None:
         return client
 
     async with make_server(usage_retention_days=30, usage_retention_interval=0.1) as srv:
-        size_before = await srv.storage.usage_bytes()
+        size_before = await srv.ctx.storage.usage_bytes()
         now = time.time()
         await seed(srv, now)
-        assert await srv.storage.usage_bytes() > size_before
+        assert await srv.ctx.storage.usage_bytes() > size_before
         await exchange(bound, "42", srv=srv)  # real rows of this moment
         await srv.sample_usage()
-        retention = srv.storage.retention
+        retention = srv.ctx.storage.retention
         assert retention is not None
         deadline = time.monotonic() + WAIT
         while retention.deleted < 5 * (OLD + LATE_OLD):  # counted as each pass ends
@@ -131,8 +131,8 @@ async def test_old_usage_rows_go_recent_ones_stay(make_server: Any) -> None:
 async def test_retention_is_off_by_default(make_server: Any) -> None:
     assert ServerConfig().usage_retention_days is None
     async with make_server() as srv:
-        assert srv.storage.retention is None
-        assert await srv.storage.usage_bytes() > 0
+        assert srv.ctx.storage.retention is None
+        assert await srv.ctx.storage.usage_bytes() > 0
 
 
 @pytest.mark.parametrize("where", ["option", "config file"])
@@ -176,7 +176,7 @@ async def test_each_tables_newest_row_stays_and_the_export_goes_on(
     exported = await asyncio.to_thread(export, config, tmp_path / "usage")
     assert exported.returncode == 0, exported.stderr
     async with make_server(usage_retention_days=30, usage_retention_interval=0.1) as srv:
-        retention = srv.storage.retention
+        retention = srv.ctx.storage.retention
         assert retention is not None
         deadline = time.monotonic() + WAIT
         while retention.deleted < 5 * (OLD - 1):

@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -206,8 +207,8 @@ class ArchiveService:
         response = packets.message_response(ingest.batch_hash, ingest.refused)
         await ws.send_bytes(packets.encode_packet(packets.MESSAGE_RESPONSE, response))
 
-    def figures(self) -> dict[str, object]:
-        """What the status page shows of the archive: holdings against their bounds."""
+    def figures(self) -> dict[str, Any]:
+        """The archive's figures: holdings against their bounds, and its counters."""
         c = self.config
         return {
             "stored_bytes": self.quota.total,
@@ -217,8 +218,19 @@ class ArchiveService:
             "disk_free": self.disk_free,
             "min_disk_free": c.min_disk_free,
             "archived": self.metrics.archived,
+            "duplicates": self.metrics.duplicates,
+            "served": self.metrics.served,
+            "requests": self.metrics.requests,
+            "refused": self.metrics.refused,
+            "expired_deleted": self.metrics.expired_deleted,
+            "refused_requests": dict(self.metrics.refused_requests),
             "refused_envelopes": dict(self.metrics.refused_envelopes),
+            "malformed": dict(self.metrics.malformed),
         }
+
+    def held_by(self) -> dict[str, int]:
+        """Envelope bytes held per client key (the status page's busiest addresses)."""
+        return dict(self.quota.bytes_by)
 
     def _refuse_all_when_storing_stops(self, ingest: Ingest) -> None:
         """The disk is the server's to protect: every envelope is listed as refused."""
@@ -301,9 +313,13 @@ def add_archive_routes(
         refusing: why nothing new may be stored now (low disk, failing storage), or
             None; posted envelopes are then refused in the receipt.
     """
-    service = ArchiveService(config, clock, peer_of, refusing)
+    serve_archive(app, ArchiveService(config, clock, peer_of, refusing))
+
+
+def serve_archive(app: web.Application, service: ArchiveService) -> None:
+    """Serve a made archive on its path of `app`, opened and closed with the app."""
     app[ARCHIVE_KEY] = service
-    app.router.add_get(config.path, service.handle)
+    app.router.add_get(service.config.path, service.handle)
 
     async def on_startup(_: web.Application) -> None:
         await service.start()
@@ -317,8 +333,3 @@ def add_archive_routes(
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
-
-
-def archive_metrics(app: web.Application) -> ArchiveMetrics:
-    """The archive's counters, for the server's /metrics page."""
-    return app[ARCHIVE_KEY].metrics

@@ -32,10 +32,6 @@ def envelope_key(envelope: Envelope) -> bytes:
     return db_key(envelope.created, envelope.hash, envelope.topic)
 
 
-def key_created(key: bytes) -> int:
-    return int.from_bytes(key[:4], "big")
-
-
 def key_hash(key: bytes) -> bytes:
     return key[4:36]
 

@@ -41,9 +41,7 @@ class ArchiveQuota:
             return errors.EnvelopeRefused("server_quota", errors.CODE_OTHER, errors.SERVER_QUOTA)
         limit = self.max_bytes_per_address
         if limit and owner and self.bytes_by[owner] + size > limit:
-            return errors.EnvelopeRefused(
-                "address_quota", errors.CODE_OTHER, errors.ADDRESS_QUOTA
-            )
+            return errors.EnvelopeRefused("address_quota", errors.CODE_OTHER, errors.ADDRESS_QUOTA)
         self.charge(owner, size)
         return None
 

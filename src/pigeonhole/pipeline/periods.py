@@ -53,11 +53,6 @@ def to_sessions(rows: DataFrame) -> DataFrame:
     )
 
 
-def with_all_apps(rows: DataFrame) -> DataFrame:
-    """`rows` twice: as they are, and with `app_id` NULL standing for all apps together."""
-    return rows.unionByName(rows.withColumn("app_id", F.lit(None).cast("string")))
-
-
 #: the scope number of all apps together in `app_scopes` codes (apps are numbered from 1)
 ALL_APPS = 0
 

@@ -203,8 +203,3 @@ TABLES: Mapping[str, T.StructType] = {
         ("baseline_periods", _L, "how many baseline periods there were"),
     ),
 }
-
-
-def column_docs(table: str) -> dict[str, str]:
-    """Column name -> documentation, for `docs/pipeline.md` and the HTML report."""
-    return {f.name: f.metadata.get("doc", "") for f in TABLES[table].fields}

@@ -7,16 +7,29 @@ limits, logs and the welcome's `your-address` use.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
+
+from aiohttp import web
+
+from pigeonhole.clients import client_key
+from pigeonhole.server.bad_input import BadInput
+from pigeonhole.server.settings import Settings
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def parse_networks(specs: Iterable[str]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(spec, strict=False) for spec in specs)
+
+
+@functools.lru_cache(maxsize=8)
+def _networks(specs: tuple[str, ...]) -> tuple[Network, ...]:
+    """Parsed once per setting (a reload that changes it parses the new one)."""
+    return parse_networks(specs)
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -105,3 +118,30 @@ def client_address(
             return Client(address, None, bad)
         bad = bad or "x-forwarded-for"
     return Client(host, port, bad)
+
+
+class ClientResolver:
+    """Who a connection is, under the settings in force: the address after trusted
+    proxies (a malformed proxy header counted as bad input), and its client key."""
+
+    __slots__ = ("_bad", "_settings")
+
+    def __init__(self, settings: Settings, bad: BadInput) -> None:
+        self._settings = settings
+        self._bad = bad
+
+    def client(self, transport: asyncio.BaseTransport | None, headers: Mapping[str, str]) -> Client:
+        peer = transport.get_extra_info("peername") if transport else None
+        trusted = _networks(tuple(self._settings.current.trusted_proxies))
+        found = client_address((peer[0], peer[1]) if peer else None, headers, trusted)
+        if found.bad_header is not None:
+            self._bad.note("proxy-header", found.bad_header)
+        return found
+
+    def key(self, host: str) -> str:
+        """What every per-address limit, quota and rate counts (pigeonhole/clients.py)."""
+        return client_key(host, self._settings.current.ipv6_prefix)
+
+    def peer_of(self, request: web.Request) -> str:
+        """Who an archive request is, for its quota and rate."""
+        return self.key(self.client(request.transport, request.headers).host)

@@ -16,7 +16,7 @@ import orjson
 from aiohttp import web
 
 from pigeonhole.server.bad_input import http_logger
-from pigeonhole.server.context import ServerView
+from pigeonhole.server.context import ServerContext
 from pigeonhole.server.routes import Handler, health_handler, metrics_handler
 from pigeonhole.server.status import StatusRings, status_json
 
@@ -41,7 +41,7 @@ def status_page() -> bytes:
 
 
 def make_admin_app(
-    server: ServerView, rings: StatusRings, health: Handler, metrics: Handler
+    server: ServerContext, rings: StatusRings, health: Handler, metrics: Handler
 ) -> web.Application:
     page = status_page()
 
@@ -70,12 +70,17 @@ def make_admin_app(
     return app
 
 
-async def open_admin_listener(server: ServerView, rings: StatusRings) -> tuple[web.AppRunner, int]:
+async def open_admin_listener(
+    server: ServerContext, rings: StatusRings
+) -> tuple[web.AppRunner, int]:
     """Serve the admin app on its own host and port: its runner, and the bound port."""
     c = server.config
     app = make_admin_app(server, rings, health_handler(server), metrics_handler(server))
     runner = web.AppRunner(
-        app, access_log=None, handle_signals=False, logger=http_logger(server.bad_input, "admin")
+        app,
+        access_log=None,
+        handle_signals=False,
+        logger=http_logger(server.events.bad_input, "admin"),
     )
     await runner.setup()
     site = web.TCPSite(runner, c.admin_host, c.admin_port, reuse_address=True)

@@ -14,10 +14,12 @@ import logging
 import secrets
 from typing import Any
 
+from pigeonhole.config import ServerConfig
 from pigeonhole.protocol.limits import TOO_MANY_COMMANDS
 from pigeonhole.protocol.messages import FrameError, decode_frame
 from pigeonhole.protocol.session import CLOSE_POLICY, Frame, Session, Step, error_frame
-from pigeonhole.server.context import ConnectionHost
+from pigeonhole.protocol.welcome import welcome_body, your_address
+from pigeonhole.server.context import ServerContext
 from pigeonhole.server.outbox import Barrier, Outbox
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import Commit
@@ -29,50 +31,66 @@ CLOSE_INTERNAL_ERROR = 1011
 _PERMISSION_TYPES = frozenset({"submit-permissions", "submit-permission"})
 
 
+def welcome_for(
+    c: ServerConfig, host: str, port: int | None, permission_required: dict[str, object]
+) -> dict[str, object]:
+    """The welcome body for a client at (host, port), with its permission challenge."""
+    extra: dict[str, object] = {"permission-required": permission_required}
+    if c.disallow_list:
+        extra["list-disabled"] = True
+    return welcome_body(
+        motd=c.motd,
+        signal_error=c.signal_error,
+        advertise_version=c.advertise_version,
+        address=your_address(host, port),
+        extra=extra,
+    )
+
+
 class Connection:
     # slots: one per connection, so its size is memory per idle connection
     __slots__ = (
         "_close_request",
         "address",
+        "ctx",
         "outbox",
-        "server",
         "session",
         "socket",
     )
 
     def __init__(
         self,
-        server: ConnectionHost,
+        ctx: ServerContext,
         socket: MailboxSocket,
         client: str,
         host: str,
         port: int | None,
     ) -> None:
-        self.server = server
+        self.ctx = ctx
         self.socket = socket
         #: the client as every limit, quota and log counts it (pigeonhole/clients.py: an
         #: IPv6 client is its prefix); only the welcome's `your-address` gets `host`
         self.address = client
-        config = server.config
+        config = ctx.config
         self.outbox = Outbox(
             socket,
-            server.clock,
+            ctx.clock,
             max_frames=config.max_queued_frames,
             max_buffered_bytes=config.max_buffered_bytes,
             on_slow=self._slow,
         )
-        now = server.clock()
+        now = ctx.clock()
         # a fresh hashcash resource per connection: lowercase hex, because the
         # `hashcash` program lowercases resources, and never a ":" (spec 002)
-        resource = secrets.token_hex(10) if server.permissions.offers_hashcash else ""
-        permission_required, bits = server.permissions.challenge(resource, now)
+        resource = secrets.token_hex(10) if ctx.permissions.offers_hashcash else ""
+        permission_required, bits = ctx.permissions.challenge(resource, now)
         self.session = Session(
-            server.rendezvous,
+            ctx.rendezvous,
             self,
             allow_list=not config.disallow_list,
             blur_time=config.blur_usage,
             limits=config.limits,
-            permissions=server.permissions,
+            permissions=ctx.permissions,
             resource=resource,
             bits=bits,
             now=now,
@@ -80,19 +98,19 @@ class Connection:
         )
         self._close_request: tuple[int, str] | None = None
         # the handshake is done: the welcome goes out now and is not kept
-        welcome = server.welcome(host, port, permission_required)
+        welcome = welcome_for(config, host, port, permission_required)
         self.outbox.put({"type": "welcome", "welcome": welcome})
 
     def connection_lost(self) -> None:
         """The transport is gone: leave the mailbox and drop what is still held."""
-        self.server.decider.forget(self)
+        self.ctx.decider.forget(self)
         self.outbox.stop()
-        self.server.detach(self)
+        self.ctx.clients.detach(self)
 
     def handle_frame(self, data: str | bytes) -> None:
         if self._close_request is not None:
             return  # closing: later frames are not served
-        server = self.server
+        ctx = self.ctx
         try:
             msg = decode_frame(data)
         except FrameError as err:
@@ -100,11 +118,11 @@ class Connection:
                 orig = err.orig if isinstance(err.orig, dict) else {}
                 self.outbox.put({"type": "ack", "id": orig.get("id")})
             self.outbox.put(error_frame(err.explain, err.orig))
-            server.refused(err.explain, self)
-            server.bad_input.note("websocket", err.explain)
+            ctx.events.refused(err.explain, self)
+            ctx.events.bad_input.note("websocket", err.explain)
             return
-        server.metrics.count_command(msg["type"])
-        server.decider.submit(self, msg, data)
+        ctx.metrics.count_command(msg["type"])
+        ctx.decider.submit(self, msg, data)
 
     def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None:
         """Send what a committed batch decided for this connection's commands, in order;
@@ -117,9 +135,13 @@ class Connection:
         finally:
             socket.end()
 
+    def heartbeat(self) -> None:
+        """Ping when quiet for a sweep; drop when the last ping went unanswered."""
+        self.socket.heartbeat()
+
     def bad_frame(self, kind: str) -> None:
         """A frame the WebSocket protocol refuses (the socket closes with its code)."""
-        self.server.bad_input.note("websocket", kind)
+        self.ctx.events.bad_input.note("websocket", kind)
 
     def deliver(self, frame: Frame) -> None:
         """Another side's message from any node (shared store)."""
@@ -128,34 +150,36 @@ class Connection:
     def flooded(self, msg: dict[str, Any]) -> None:
         """More commands queued than the node takes: refused and closed, as a flood."""
         self.outbox.put(error_frame(TOO_MANY_COMMANDS, msg))
-        self.server.refused(TOO_MANY_COMMANDS, self)
+        self.ctx.events.refused(TOO_MANY_COMMANDS, self)
         self._close_request = (CLOSE_POLICY, TOO_MANY_COMMANDS)
-        self.server.spawn(self.close(CLOSE_POLICY, TOO_MANY_COMMANDS))
+        self.ctx.tasks.spawn(self.close(CLOSE_POLICY, TOO_MANY_COMMANDS))
 
     def emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
         """Send what a step decided: replies that wait for its writes wait for `barrier`
         (None: nothing is outstanding)."""
-        server = self.server
+        ctx = self.ctx
         held = barrier if self._ack_waits(msg["type"], step) else None
         refused = False
         for frame in step.immediate:
             self.outbox.put(frame, held)
             if frame["type"] == "error":
                 refused = True
-                server.refused(frame["error"], self)
+                ctx.events.refused(frame["error"], self)
         if not refused and msg["type"] in _PERMISSION_TYPES:
-            server.metrics.permissions["granted"] += 1
+            ctx.metrics.permissions["granted"] += 1
         for frame in step.after_commit:
             self.outbox.put(frame, barrier)
         if step.deliveries or step.replayed:
             self._deliver(step, barrier)
         if step.deliveries:
-            server.metrics.messages += 1
+            ctx.metrics.messages += 1
         if step.close is not None:
             code, reason = step.close
-            server.event("closing connection", self, kind=f"close {code}", code=code, reason=reason)
+            ctx.events.event(
+                "closing connection", self, kind=f"close {code}", code=code, reason=reason
+            )
             self._close_request = step.close
-            server.spawn(self.close(code, reason))
+            ctx.tasks.spawn(self.close(code, reason))
 
     @staticmethod
     def _ack_waits(mtype: str, step: Step) -> bool:
@@ -181,14 +205,14 @@ class Connection:
         wait behind it.
         """
         # `barrier` is None only when nothing at all is outstanding (submit said so)
-        every_copy_waits = self.server.config.peer_delivery == "durable"
+        every_copy_waits = self.ctx.config.peer_delivery == "durable"
         side = self.session.side
         if step.load_bodies is not None:
             # some bodies are in the store only: the replay (and what follows) waits for them
             loaded = Commit()
             for frame in step.replayed:
                 self.outbox.put(frame, loaded, pin=True)
-            self.server.spawn(self._load_bodies(step.load_bodies, barrier, loaded))
+            self.ctx.tasks.spawn(self._load_bodies(step.load_bodies, barrier, loaded))
         elif step.replayed:
             outbox = self.outbox
             if every_copy_waits or (
@@ -212,11 +236,11 @@ class Connection:
     ) -> None:
         app_id, mailbox_id, frames = load
         try:
-            await self.server.bodies.fill(app_id, mailbox_id, frames, barrier)
+            await self.ctx.storage.bodies.fill(app_id, mailbox_id, frames, barrier)
         except Exception as err:
             log.error("replay failed: %s", err)
             loaded.resolve(err)  # the outbox stops; the client reconnects and opens again
-            timeout = self.server.config.shutdown_timeout
+            timeout = self.ctx.config.shutdown_timeout
             await self.socket.close(CLOSE_INTERNAL_ERROR, "replay failed", timeout)
             return
         loaded.resolve()
@@ -228,11 +252,11 @@ class Connection:
 
     def _slow(self) -> None:
         """The client does not read: stop delivering, and drop it without waiting."""
-        self.server.metrics.count_limit("slow reader")
-        self.server.event("closing slow reader", self, kind="slow reader")
-        self.server.decider.forget(self)
-        self.server.detach(self)  # it stops counting now, not when its socket is gone
-        self.server.spawn(self._drop_slow())
+        self.ctx.metrics.count_limit("slow reader")
+        self.ctx.events.event("closing slow reader", self, kind="slow reader")
+        self.ctx.decider.forget(self)
+        self.ctx.clients.detach(self)  # it stops counting now, not when its socket is gone
+        self.ctx.tasks.spawn(self._drop_slow())
 
     async def _drop_slow(self) -> None:
         # a client that does not read cannot receive a close frame: try briefly; `close`
@@ -241,6 +265,6 @@ class Connection:
 
     async def close(self, code: int, reason: str) -> None:
         """Close after the queued frames went out (bounded by the shutdown timeout)."""
-        timeout = self.server.config.shutdown_timeout
+        timeout = self.ctx.config.shutdown_timeout
         await self.outbox.flush(timeout)
         await self.socket.close(code, reason, timeout)

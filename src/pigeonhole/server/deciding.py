@@ -10,15 +10,12 @@ once; which decider runs is chosen once, with the store (server/storage.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from pigeonhole.config import ServerConfig
 from pigeonhole.protocol import effects as fx
-from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.protocol.session import Session, Step
+from pigeonhole.server.core import Core
 from pigeonhole.server.outbox import Barrier
-from pigeonhole.store.group_commit import GroupCommitter
 
 #: (connections, bound, subscribed, nameplates, mailboxes): one usage sample's counts
 UsageCounts = tuple[int, int, int, int, int]
@@ -78,29 +75,14 @@ class Decider(Protocol):
         """Its counters and gauges for /metrics."""
 
 
-class LocalHost(Protocol):
-    """What `LocalDecider` reads of the server."""
-
-    @property
-    def config(self) -> ServerConfig: ...
-    @property
-    def clock(self) -> Callable[[], float]: ...
-    @property
-    def rendezvous(self) -> Rendezvous: ...
-    @property
-    def committer(self) -> GroupCommitter: ...
-    @property
-    def connections(self) -> Collection[Any]: ...
-
-
 class LocalDecider:
     """The state in this process's memory (SQLite): each command is decided as it arrives,
     its writes go to the group committer, and its replies wait for that commit."""
 
-    def __init__(self, host: LocalHost) -> None:
-        self._host = host
-        self._clock = host.clock
-        self._committer = host.committer
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._clock = core.clock
+        self._committer = core.committer
 
     async def start(self) -> None:
         return None
@@ -116,23 +98,23 @@ class LocalDecider:
         conn.session.disconnect()
 
     def alive(self) -> tuple[int, int]:
-        return self._host.rendezvous.counts()
+        return self._core.rendezvous.counts()
 
     async def prune(self) -> int:
         """Prune idle channels and wait until the deletions are committed."""
         effects: list[fx.Effect] = []
-        host = self._host
-        pruned = host.rendezvous.prune(self._clock(), host.config.prune_expiry, effects)
+        core = self._core
+        pruned = core.rendezvous.prune(self._clock(), core.config.prune_expiry, effects)
         barrier = self._committer.submit(effects)
         if barrier is not None:
             await barrier
         return pruned
 
     async def usage_counts(self, now: float) -> UsageCounts:
-        conns = self._host.connections
+        conns = self._core.clients
         bound = sum(1 for c in conns if c.session.bound)
         subscribed = sum(1 for c in conns if c.session.mailbox is not None)
-        return (len(conns), bound, subscribed, *self._host.rendezvous.counts())
+        return (len(conns), bound, subscribed, *self._core.rendezvous.counts())
 
     def status(self) -> None:
         return None

@@ -18,7 +18,6 @@ from pigeonhole.protocol.limits import STORAGE_DOWN
 from pigeonhole.server.disk import DiskWatch
 from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
-from pigeonhole.server.storage import Storage
 
 log = logging.getLogger("pigeonhole.server")
 
@@ -27,16 +26,17 @@ class StorageHealth:
     def __init__(
         self,
         config: ServerConfig,
-        storage: Storage,
+        ping: Callable[[], None],
         ledger: Ledger,
-        reporting: tuple[Metrics, LogSummary],
-        failing: Callable[[], int],
+        metrics: Metrics,
+        log_summary: LogSummary,
     ) -> None:
-        self._storage = storage
+        #: raises when the database does not answer (the store's `ping`)
+        self._ping = ping
         self._ledger = ledger
-        self._metrics, self._log_summary = reporting
-        #: how many commits in a row have failed (the committer counts them)
-        self._failing = failing
+        self._metrics, self._log_summary = metrics, log_summary
+        #: how many commits in a row have failed
+        self.failing = 0
         self.disk = DiskWatch(config.data_dir, config.disk_free_watermark)
         #: why commits fail, while they do (None: they do not)
         self.error: str | None = None
@@ -49,10 +49,11 @@ class StorageHealth:
         succeeds, commands that would store something are refused (protocol/session.py).
         """
         self._metrics.storage_failures += 1
+        self.failing += 1
         self.error = str(err)
         self._ledger.storage_down = True
         self.check_disk()
-        if self._failing() == 1:
+        if self.failing == 1:
             log.error(
                 "storage failing: %s; refusing new writes and writing the batch again"
                 " until it succeeds",
@@ -65,6 +66,7 @@ class StorageHealth:
 
     def recovered(self) -> None:
         log.warning("storage recovered: the failed batch is written, new writes are taken")
+        self.failing = 0
         self.error = None
         self._ledger.storage_down = False
         self.check_disk()
@@ -76,7 +78,7 @@ class StorageHealth:
     def problem(self) -> str | None:
         """Why /health answers 503 now, or None when it answers `ok`."""
         try:
-            self._storage.ping()
+            self._ping()
         except Exception as err:
             return f"database unavailable: {err}"
         if self.error is not None:

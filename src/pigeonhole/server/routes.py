@@ -13,62 +13,45 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pigeonhole.archive.config import ArchiveConfig
-from pigeonhole.archive.endpoint import add_archive_routes
-from pigeonhole.server.context import ServerView
-from pigeonhole.server.exposition import render_metrics
+from pigeonhole.archive.endpoint import serve_archive
+from pigeonhole.server.context import ServerContext
+from pigeonhole.server.exposition import Exposition
 from pigeonhole.server.transit import TRANSIT_PATH
 from pigeonhole.web.serving import Site, WebPage, load_assets
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def make_public_app(
-    server: ServerView,
-    peer_of: Callable[[web.Request], str],
-    refusing: Callable[[], str | None],
-) -> web.Application:
-    """The aiohttp app of the public listener (`peer_of`, `refusing`: for the archive)."""
-    c = server.config
+def make_public_app(ctx: ServerContext) -> web.Application:
+    """The aiohttp app of the public listener."""
+    c = ctx.config
     app = web.Application()
     if c.web:
-        WebPage(lambda: _site(server), load_assets()).add_routes(app)
+        WebPage(lambda: _site(ctx), load_assets()).add_routes(app)
     else:
         app.router.add_get("/", _root)
-    app.router.add_get("/health", health_handler(server))
+    app.router.add_get("/health", health_handler(ctx))
     if c.public_metrics:  # else on the admin listener only
-        app.router.add_get("/metrics", metrics_handler(server))
+        app.router.add_get("/metrics", metrics_handler(ctx))
     app.router.add_get(c.websocket_path, _websocket)
-    if c.archive:
-        archive = ArchiveConfig(
-            data_dir=c.data_dir,
-            password=c.archive_password,
-            min_request_interval=c.archive_min_request_interval,
-            retention_days=c.archive_retention_days,
-            min_pow=c.archive_min_pow,
-            max_bytes_per_address=c.archive_max_bytes_per_address,
-            max_bytes=c.archive_max_bytes,
-            min_disk_free=c.archive_disk_free,
-            store_owners=not c.blur_usage,
-            ipv6_prefix=c.ipv6_prefix,
-        )
-        add_archive_routes(app, archive, clock=server.clock, peer_of=peer_of, refusing=refusing)
+    if ctx.archive is not None:
+        serve_archive(app, ctx.archive)
     return app
 
 
-def _site(server: ServerView) -> Site:
+def _site(ctx: ServerContext) -> Site:
     """What the page's config.json says: read per request, as the relay binds its port late."""
-    relay = server.transit
+    relay = ctx.transit
     return Site(
-        mailbox=server.config.websocket_path,
+        mailbox=ctx.config.websocket_path,
         transit=TRANSIT_PATH if relay is not None else None,
         transit_tcp_port=relay.port if relay is not None else None,
     )
 
 
-def health_handler(server: ServerView) -> Handler:
+def health_handler(ctx: ServerContext) -> Handler:
     async def health(request: web.Request) -> web.Response:
-        problem = server.health_problem()
+        problem = ctx.health.problem()
         if problem is not None:
             return web.Response(status=503, text=f"{problem}\n")
         return web.Response(text="ok\n")
@@ -76,9 +59,11 @@ def health_handler(server: ServerView) -> Handler:
     return health
 
 
-def metrics_handler(server: ServerView) -> Handler:
+def metrics_handler(ctx: ServerContext) -> Handler:
+    exposition = Exposition(ctx)
+
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text=render_metrics(server), content_type="text/plain", charset="utf-8")
+        return web.Response(body=exposition.render(), content_type="text/plain", charset="utf-8")
 
     return metrics
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pigeonhole import __version__
-from pigeonhole.archive.endpoint import ARCHIVE_KEY
-from pigeonhole.server.context import ServerView
-from pigeonhole.server.exposition import bad_input_counts
+from pigeonhole.server.context import ServerContext
+from pigeonhole.server.figures import Snapshot, snapshot
 from pigeonhole.server.metrics import COMMIT_BUCKETS
 from pigeonhole.transit import Mood
 
@@ -61,26 +61,29 @@ class Totals:
     transit_moods: tuple[int, ...] = (0,) * len(MOODS)
 
     @classmethod
-    def read(cls, server: ServerView) -> Totals:
-        m, rz = server.metrics, server.rendezvous
-        permissions = m.permissions
-        relay = server.transit.stats() if server.transit is not None else {}
-        moods = relay.get("moods", {})
+    def read(cls, snap: Snapshot) -> Totals:
+        """The counters of one snapshot (server/figures.py)."""
+        number = snap.values.get
+        results = snap.by_label("pigeonhole_exchanges_finished_total")
+        permissions = snap.by_label("pigeonhole_permission_outcomes_total")
+        moods = snap.by_label("pigeonhole_transit_connections_ended_total")
         return cls(
-            connections=m.connections_total,
-            started=rz.mailboxes_created,
-            results=tuple(rz.results[r] for r in RESULTS),
-            messages=m.messages,
-            errors=sum(m.errors.values()),
-            granted=permissions["granted"],
-            refused=permissions["refused"],
-            required=permissions["required"],
-            limits=tuple(m.limits.items()),
-            commits=m.commit_count,
-            commit_seconds=m.commit_sum,
-            commit_buckets=tuple(m.commit_buckets),
-            transit_bytes=relay.get("bytes_relayed", 0),
-            transit_moods=tuple(moods.get(mood, 0) for mood in MOODS),
+            connections=int(snap.number("pigeonhole_connections_total")),
+            started=int(snap.number("pigeonhole_exchanges_started_total")),
+            results=tuple(int(results.get(r, 0)) for r in RESULTS),
+            messages=int(snap.number("pigeonhole_messages_total")),
+            errors=int(sum(snap.by_label("pigeonhole_errors_total").values())),
+            granted=int(permissions.get("granted", 0)),
+            refused=int(permissions.get("refused", 0)),
+            required=int(permissions.get("required", 0)),
+            limits=tuple(
+                (k, int(n)) for k, n in snap.by_label("pigeonhole_limit_hits_total").items()
+            ),
+            commits=snap.commit_count,
+            commit_seconds=snap.commit_sum,
+            commit_buckets=snap.commit_buckets,
+            transit_bytes=int(cast(float, number("pigeonhole_transit_bytes_relayed_total", 0))),
+            transit_moods=tuple(int(moods.get(mood, 0)) for mood in MOODS),
         )
 
     def minus(self, before: Totals) -> Totals:
@@ -125,7 +128,7 @@ class Minute:
 class StatusRings:
     """The last hour, minute by minute, in a fixed ring; fed by `tick` once a second."""
 
-    def __init__(self, server: ServerView) -> None:
+    def __init__(self, server: ServerContext) -> None:
         self._server = server
         self.minutes: deque[Minute] = deque(maxlen=MINUTES)
         self._start = 0.0
@@ -135,19 +138,19 @@ class StatusRings:
     def begin(self, now: float) -> None:
         """Start the first minute (the server has loaded its state)."""
         self._start = _minute_of(now)
-        self._base = Totals.read(self._server)
-        self._peak = len(self._server.connections)
+        self._base = Totals.read(snapshot(self._server))
+        self._peak = len(self._server.clients)
         self._server.rendezvous.created_by_app.clear()
 
     def tick(self) -> None:
         server = self._server
-        live = len(server.connections)
+        live = len(server.clients)
         if live > self._peak:
             self._peak = live
         now = server.clock()
         if now < self._start + 60:
             return
-        totals = Totals.read(server)
+        totals = Totals.read(snapshot(server))
         by_app = server.rendezvous.created_by_app
         self.minutes.append(
             Minute(self._start, self._peak, totals.minus(self._base), _top_apps(by_app))
@@ -160,13 +163,13 @@ class StatusRings:
             self.minutes.append(Minute(current - 60 * i, live, Totals(), ()))
         self._start, self._base, self._peak = current, totals, live
 
-    def current(self) -> Minute:
-        """The minute in progress, so far."""
+    def current(self, snap: Snapshot) -> Minute:
+        """The minute in progress, so far (`snap`: the figures now)."""
         server = self._server
         return Minute(
             self._start,
-            max(self._peak, len(server.connections)),
-            Totals.read(server).minus(self._base),
+            max(self._peak, len(server.clients)),
+            Totals.read(snap).minus(self._base),
             _top_apps(server.rendezvous.created_by_app),
         )
 
@@ -217,12 +220,13 @@ def _sum(parts: list[Totals]) -> Totals:
     )
 
 
-def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
+def status_json(server: ServerContext, rings: StatusRings) -> dict[str, Any]:
     """What /status.json answers: the live figures, and the last hour minute by minute."""
     c = server.config
     rings.tick()  # a minute that ended since the last tick is closed first
     now = server.clock()
-    minutes = [*rings.minutes, rings.current()]
+    snap = snapshot(server)  # every figure shown below is read from this one snapshot
+    minutes = [*rings.minutes, rings.current(snap)]
     gained = [m.gained for m in minutes]
     hour = _sum(gained)
     challenged = server.permissions.offers_hashcash
@@ -234,8 +238,8 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
     kinds = sorted(dict(hour.limits))
     per_minute_limits = [dict(t.limits) for t in gained]
     commit = [_commit_ms(t.commits, t.commit_seconds, t.commit_buckets) for t in gained]
-    nameplates, mailboxes = server.alive()
-    ledger, disk, cache = server.ledger, server.disk, server.rendezvous.bodies
+    figure = snap.number
+    ledger = server.ledger
     hour_mean, hour_p99 = _commit_ms(hour.commits, hour.commit_seconds, hour.commit_buckets)
     recent = _sum(gained[-2:])  # the last closed minute and the one in progress
     recent_mean, recent_p99 = _commit_ms(
@@ -244,46 +248,49 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
     body: dict[str, Any] = {
         "version": __version__,
         "now": now,
-        "started": server.started_at,
-        "uptime": max(0.0, now - server.started_at),
+        "started": server.uptime.started,
+        "uptime": max(0.0, now - server.uptime.started),
         "refresh": c.status_refresh,
         "store": {
             "kind": server.storage.kind,
             "commit_sync": c.commit_sync,
             "peer_delivery": c.peer_delivery,
-            "helper_starts": server.helper.started if server.helper is not None else None,
+            "helper_starts": server.storage.helper_starts(),
             "node": server.decider.status(),
         },
-        "health": server.health_problem() or "ok",
+        "health": server.health.problem() or "ok",
         "blurred": bool(c.blur_usage),
-        "connections": {"now": len(server.connections), "total": server.metrics.connections_total},
+        "connections": {
+            "now": int(figure("pigeonhole_connections")),
+            "total": int(figure("pigeonhole_connections_total")),
+        },
         "live": {
-            "nameplates": nameplates,
-            "mailboxes": mailboxes,
+            "nameplates": int(figure("pigeonhole_nameplates")),
+            "mailboxes": int(figure("pigeonhole_mailboxes")),
             "apps": len(server.rendezvous.apps),
         },
         "storage": {
-            "stored_bytes": ledger.stored_bytes,
-            "max_stored_bytes": ledger.limits.max_stored_bytes,
-            "disk_free": disk.free,
-            "disk_watermark": disk.watermark,
-            "disk_low": disk.low,
-            "storage_down": ledger.storage_down,
-            "body_cache_bytes": cache.size,
+            "stored_bytes": int(figure("pigeonhole_stored_bytes")),
+            "max_stored_bytes": int(figure("pigeonhole_stored_bytes_limit")),
+            "disk_free": None
+            if figure("pigeonhole_disk_free_bytes") < 0
+            else int(figure("pigeonhole_disk_free_bytes")),
+            "disk_watermark": int(figure("pigeonhole_disk_free_watermark_bytes")),
+            "disk_low": bool(figure("pigeonhole_disk_low")),
+            "storage_down": bool(figure("pigeonhole_storage_down")),
+            "body_cache_bytes": int(figure("pigeonhole_body_cache_bytes")),
             "body_cache_limit": c.body_cache_bytes,
         },
         "archive": _archive(server),
         "transit": _transit(server, hour),
         # malformed input since start, most first: [door, kind, count]
-        "bad_input": [
-            [door, kind, n] for (door, kind), n in bad_input_counts(server).most_common()
-        ],
+        "bad_input": _bad_input(snap),
         "commits": {
             "recent_mean_ms": recent_mean,
             "recent_p99_ms": recent_p99,
             "hour_mean_ms": hour_mean,
             "hour_p99_ms": hour_p99,
-            "batches": server.metrics.commit_count,
+            "batches": snap.commit_count,
         },
         "permissions": {
             "methods": list(c.permissions),
@@ -325,14 +332,35 @@ def status_json(server: ServerView, rings: StatusRings) -> dict[str, Any]:
             "transit_pairs": [t.transit_moods[0] for t in gained],
         },
     }
+    body["figures"] = figures_json(snap)
     if not c.blur_usage:
         body["addresses"] = {
-            "connections": _top(server.connections_by_address),
+            "connections": _top(server.clients.by_address),
             "stored_bytes": _top(ledger.bytes_by),
         }
-        if ARCHIVE_KEY in server.app:
-            body["addresses"]["archive_bytes"] = _top(server.app[ARCHIVE_KEY].quota.bytes_by)
+        if server.archive is not None:
+            body["addresses"]["archive_bytes"] = _top(Counter(server.archive.held_by()))
     return body
+
+
+def figures_json(snap: Snapshot) -> dict[str, Any]:
+    """Every figure by its /metrics name: a number, or {label values joined by "/": number}."""
+    shown: dict[str, Any] = {}
+    for name, value in snap.values.items():
+        if isinstance(value, Mapping):
+            shown[name] = {"/".join(key): n for key, n in sorted(value.items())}
+        else:
+            shown[name] = value
+    for name, _, number in snap.decider:
+        shown[name] = number
+    return shown
+
+
+def _bad_input(snap: Snapshot) -> list[list[Any]]:
+    counts = snap.values.get("pigeonhole_bad_input_total", {})
+    assert isinstance(counts, Mapping)
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    return [[door, kind, int(n)] for (door, kind), n in ranked]
 
 
 def _top(counts: Counter[str]) -> list[list[Any]]:
@@ -343,7 +371,7 @@ def _second(item: tuple[str, int]) -> int:
     return item[1]
 
 
-def _transit(server: ServerView, hour: Totals) -> dict[str, Any] | None:
+def _transit(server: ServerContext, hour: Totals) -> dict[str, Any] | None:
     """The relay now (waiting, pairs, bytes so far, refusals) and its last hour's moods."""
     if server.transit is None:
         return None
@@ -357,8 +385,8 @@ def _transit(server: ServerView, hour: Totals) -> dict[str, Any] | None:
     }
 
 
-def _archive(server: ServerView) -> dict[str, object] | None:
+def _archive(server: ServerContext) -> dict[str, object] | None:
     """The archive's holdings against its bounds (None: no archive served)."""
-    if ARCHIVE_KEY not in server.app:
+    if server.archive is None:
         return None
-    return server.app[ARCHIVE_KEY].figures()
+    return server.archive.figures()

@@ -20,8 +20,9 @@ from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Randomness, Rendezvous
-from pigeonhole.server.deciding import Decider, LocalDecider, LocalHost
-from pigeonhole.server.node import Node, NodeHost
+from pigeonhole.server.core import Core
+from pigeonhole.server.deciding import Decider, LocalDecider
+from pigeonhole.server.node import Node
 from pigeonhole.server.replay import BodyLoader
 from pigeonhole.server.transit import WaitingFactory
 from pigeonhole.store.errors import StoreError
@@ -36,10 +37,6 @@ from pigeonhole.store.sqlite.helper import StoreHelper
 GIL_SWITCH_INTERVAL = 0.001
 
 
-class DeciderHost(LocalHost, NodeHost, Protocol):
-    """What either decider reads of the server."""
-
-
 class Storage(Protocol):
     #: shown on the status page
     kind: str
@@ -51,12 +48,15 @@ class Storage(Protocol):
     async def open(self, rz: Rendezvous, now: float) -> None:
         """Open (creating or upgrading the schema) and load the live state into `rz`."""
 
-    def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
+    def decider(self, core: Core, randomness: Randomness) -> Decider:
         """How commands are decided on this store."""
 
     def transit_waiting(self) -> WaitingFactory | None:
         """The rows through which the relays of nodes sharing this store pair (None:
         one process holds the store, its relay pairs alone)."""
+
+    def helper_starts(self) -> int | None:
+        """Store helper processes started (None: no helper commits for this store)."""
 
     def ping(self) -> None:
         """Raise if the database does not answer (for /health; never waits)."""
@@ -117,9 +117,9 @@ class SqliteStorage:
         if self.retention is not None:
             self.retention.start()
 
-    def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
+    def decider(self, core: Core, randomness: Randomness) -> Decider:
         """In memory, as each command arrives (the rendezvous has its randomness)."""
-        return LocalDecider(host)
+        return LocalDecider(core)
 
     async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
         if self._read_executor is None:
@@ -131,6 +131,9 @@ class SqliteStorage:
 
     def transit_waiting(self) -> WaitingFactory | None:
         return None
+
+    def helper_starts(self) -> int | None:
+        return self.helper.started if self.helper is not None else None
 
     def ping(self) -> None:
         self.store.ping()
@@ -172,9 +175,9 @@ class PostgresStorage:
         if self.retention is not None:
             self.retention.start()
 
-    def decider(self, host: DeciderHost, randomness: Randomness) -> Decider:
+    def decider(self, core: Core, randomness: Randomness) -> Decider:
         """This process as one node of the server the database holds."""
-        return Node(host, self.store, randomness)
+        return Node(core, self.store, randomness)
 
     async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
         rows = await self.store.messages_after(app_id, mailbox_id, 0)
@@ -182,6 +185,9 @@ class PostgresStorage:
 
     def transit_waiting(self) -> WaitingFactory | None:
         return self.store.waiting_table
+
+    def helper_starts(self) -> None:
+        return None
 
     def ping(self) -> None:
         self.store.ping()

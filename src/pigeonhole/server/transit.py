@@ -24,7 +24,6 @@ from typing import Any, Protocol
 from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.protocol import effects as fx
-from pigeonhole.server.handshake import HandshakeError, Head, accept
 from pigeonhole.server.listen import ALL_ADDRESSES
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
 from pigeonhole.transit.peers import Address, Found, format_address, parse_address
@@ -159,15 +158,10 @@ class TransitService:
         log.info("transit: pairs across nodes meet on this node at %s", address)
 
     def accept_websocket(
-        self, transport: asyncio.Transport, head: Head, rest: bytes, client: str
+        self, transport: asyncio.Transport, response: bytes, rest: bytes, client: str
     ) -> None:
-        """Answer a WebSocket upgrade at /transit; the relay owns the connection then."""
-        try:
-            response = accept(head)
-        except HandshakeError as invalid:
-            transport.write(invalid.response)
-            transport.close()
-            return
+        """Take a checked WebSocket upgrade at /transit (`response`: its 101, from
+        server/doors.py); the relay owns the connection then."""
         transport.write(response)
         self.relay.attach_websocket(transport, client, rest)
 

@@ -5,8 +5,7 @@ decided in batches inside the database's transactions, messages reach other node
 readers through NOTIFY, and one node, the leader, prunes and samples usage.
 """
 
-from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.node import Node
 from pigeonhole.server.node.refusals import NUL_REFUSED
 
-__all__ = ["NUL_REFUSED", "Node", "NodeHost"]
+__all__ = ["NUL_REFUSED", "Node"]

@@ -24,9 +24,9 @@ from typing import Any
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Mailbox, Nameplate, Randomness, Rendezvous
 from pigeonhole.protocol.session import Session, Step, Wants
+from pigeonhole.server.core import Core
 from pigeonhole.server.deciding import Member
 from pigeonhole.server.node.figures import Figures
-from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.notifications import Notifications, note, payloads
 from pigeonhole.server.node.queues import Batch, Queues
 from pigeonhole.server.node.refusals import NOT_STORED, REFUSE, refusal
@@ -55,7 +55,7 @@ class Batches:
     def __init__(
         self,
         node_id: str,
-        host: NodeHost,
+        host: Core,
         store: PostgresStore,
         randomness: Randomness,
         parts: tuple[Queues, Notifications, Figures],
@@ -154,7 +154,7 @@ class Batches:
             except StoreError as err:
                 self._reserved -= made
                 self._failing = True
-                host.storage_failed(err)
+                host.health.failed(err)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
                 continue
@@ -162,8 +162,8 @@ class Batches:
             break
         if self._failing:
             self._failing = False
-            host.storage_recovered()
-        host.observe_commit(time.monotonic() - began)
+            host.health.recovered()
+        host.metrics.observe_commit(time.monotonic() - began)
         return outcome
 
     async def _refused(self, batch: Batch, ready: Collection[Member], err: Refused) -> None:

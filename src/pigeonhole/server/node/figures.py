@@ -13,8 +13,8 @@ from typing import Any
 
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import MAX_APPS_COUNTED, OTHER_APPS, Randomness, Rendezvous
+from pigeonhole.server.core import Core
 from pigeonhole.server.deciding import Figure
-from pigeonhole.server.node.host import NodeHost
 from pigeonhole.store.postgres import PostgresStore
 from pigeonhole.store.postgres.shared import loaded_rendezvous
 
@@ -28,7 +28,7 @@ _CHANGES: dict[type, tuple[int, int]] = {
 
 
 class Figures:
-    def __init__(self, host: NodeHost) -> None:
+    def __init__(self, host: Core) -> None:
         self._host = host
         #: (nameplates, mailboxes, stored bytes) in the whole database
         self.totals = (0, 0, 0)

@@ -18,9 +18,9 @@ from typing import Any
 
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Randomness
+from pigeonhole.server.core import Core
 from pigeonhole.server.deciding import UsageCounts
 from pigeonhole.server.node.figures import Figures
-from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.subscriptions import Subscriptions
 from pigeonhole.store.postgres import PostgresStore, encode_batch
 from pigeonhole.store.postgres.shared import batch_spec
@@ -45,7 +45,7 @@ class Leadership:
     def __init__(
         self,
         node_id: str,
-        host: NodeHost,
+        host: Core,
         store: PostgresStore,
         figures: Figures,
         subscriptions: Subscriptions,
@@ -73,7 +73,7 @@ class Leadership:
         host, store, figures = self._host, self._store, self._figures
         now = host.clock()
         figures.read_totals(await store.totals())
-        await store.report_node(self._id, host.started_at, now, self._own_counts())
+        await store.report_node(self._id, host.uptime.started, now, self._own_counts())
         figures.nodes_alive = (await store.node_sums(now - NODE_STALE))[0]
         if now - self._last_top >= TOP_EVERY:  # a GROUP BY over every stored message
             self._last_top = now
@@ -90,7 +90,7 @@ class Leadership:
             await store.grant_grace(now)
 
     def _own_counts(self) -> tuple[int, int, int]:
-        conns = self._host.connections
+        conns = self._host.clients
         return len(conns), sum(1 for c in conns if c.session.bound), len(self._subscriptions)
 
     async def prune(self) -> int:
@@ -137,7 +137,7 @@ class Leadership:
         if not self._figures.leader:
             return None
         store = self._store
-        await store.report_node(self._id, self._host.started_at, now, self._own_counts())
+        await store.report_node(self._id, self._host.uptime.started, now, self._own_counts())
         _, connections, bound, subscribed = await store.node_sums(now - NODE_STALE)
         nameplates, mailboxes, _ = await store.totals()
         return connections, bound, subscribed, nameplates, mailboxes

@@ -22,10 +22,10 @@ import secrets
 from typing import Any
 
 from pigeonhole.protocol.channels import Randomness
+from pigeonhole.server.core import Core
 from pigeonhole.server.deciding import Figure, Member, UsageCounts
 from pigeonhole.server.node.batches import Batches
 from pigeonhole.server.node.figures import Figures
-from pigeonhole.server.node.host import NodeHost
 from pigeonhole.server.node.leader import Leadership
 from pigeonhole.server.node.notifications import Notifications
 from pigeonhole.server.node.queues import Queues
@@ -36,7 +36,7 @@ log = logging.getLogger("pigeonhole.node")
 
 
 class Node:
-    def __init__(self, host: NodeHost, store: PostgresStore, randomness: Randomness) -> None:
+    def __init__(self, host: Core, store: PostgresStore, randomness: Randomness) -> None:
         self.host = host
         self.store = store
         #: this node's id in `channel.nodes` and in its notifications (new at each start)

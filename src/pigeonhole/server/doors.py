@@ -1,0 +1,83 @@
+"""The WebSocket doors the front door hands a checked upgrade to: the mailbox and the relay.
+
+A mailbox upgrade is admitted against the connection limits, answered with its 101 and
+the welcome in one write, and runs on a `MailboxSocket` with a `Connection` from there; an
+upgrade at the transit path goes to the relay. Both count their client by the one rule of
+pigeonhole/clients.py, after trusted proxies (server/addresses.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pigeonhole.server.connection import Connection
+from pigeonhole.server.context import ServerContext
+from pigeonhole.server.handshake import HandshakeError, Head, accept, reject
+from pigeonhole.server.websocket import MailboxSocket
+
+
+class Doors:
+    """The front door's `Acceptor` (server/front_door.py)."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self._ctx = ctx
+
+    def accept_websocket(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
+        """Answer a mailbox handshake; on success the connection runs on a MailboxSocket."""
+        ctx = self._ctx
+        host, port, _ = ctx.addresses.client(transport, head.headers)
+        client = ctx.addresses.key(host)  # what every per-address bound counts
+        refused = self._admission(client)
+        if refused is None:
+            try:
+                response = accept(head)
+            except HandshakeError as invalid:
+                ctx.events.bad_input.note("handshake", invalid.kind)
+                refused = invalid.response
+        if refused is not None:
+            transport.write(refused)
+            transport.close()
+            return
+        # no permessage-deflate: frames are small JSON, written as they are produced
+        socket = MailboxSocket(transport, ctx.config.max_frame_bytes)
+        transport.set_protocol(socket)
+        socket.begin()
+        conn = Connection(ctx, socket, client, host, port)  # queues the welcome
+        socket.conn = conn
+        socket.end(preamble=response)  # the 101 and the welcome leave in one write
+        ctx.clients.attach(conn)
+        if rest:
+            socket.data_received(rest)
+
+    def accept_transit(self, transport: asyncio.Transport, head: Head, rest: bytes) -> None:
+        """A WebSocket upgrade at /transit: the relay's, counted by the client rule."""
+        ctx = self._ctx
+        if ctx.transit is None:
+            transport.write(reject(404, "no transit relay here\n"))
+            transport.close()
+            return
+        host = ctx.addresses.client(transport, head.headers).host
+        try:
+            response = accept(head)
+        except HandshakeError as invalid:
+            ctx.events.bad_input.note("handshake", invalid.kind)
+            transport.write(invalid.response)
+            transport.close()
+            return
+        ctx.transit.accept_websocket(transport, response, rest, ctx.addresses.key(host))
+
+    def _admission(self, client: str) -> bytes | None:
+        """The HTTP refusal (503/429 with a plain reason) when over a connection limit."""
+        ctx = self._ctx
+        refusal = ctx.clients.refusal(client)
+        if refusal is None:
+            return None
+        status, text, kind = refusal
+        ctx.metrics.count_limit(kind)
+        if kind == "connections per address":
+            ctx.events.event(
+                "refused connection: too many from one address", None, kind=kind, address=client
+            )
+        return reject(status, text)
