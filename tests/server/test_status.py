@@ -67,6 +67,8 @@ async def test_figures_after_known_exchanges(make_server, bound, clock):
     assert figures["live"] == {"nameplates": 0, "mailboxes": 0, "apps": 0}
     assert figures["storage"]["stored_bytes"] == 0
     assert figures["storage"]["disk_free"] > 0
+    # measured when the server started: the usage database exists, with its schema
+    assert figures["storage"]["usage_db_bytes"] > 0
     assert figures["commits"]["batches"] > 0 and figures["commits"]["hour_mean_ms"] > 0
     kind = "SQLite" if srv.config.store is None else "PostgreSQL"
     assert figures["store"]["kind"] == kind and figures["health"] == "ok"

@@ -43,6 +43,8 @@ CLOSE_GOING_AWAY = 1001
 HEARTBEAT_INTERVAL = 30.0
 #: seconds between the status rings' samples (server/status.py)
 STATUS_TICK = 1.0
+#: seconds between measures of the usage database's size (the status page's)
+USAGE_SIZE_INTERVAL = 60.0
 
 
 class MailboxServer:
@@ -77,6 +79,7 @@ class MailboxServer:
         await ctx.storage.open(ctx.rendezvous, ctx.uptime.started)
         await ctx.decider.start()
         nameplates, mailboxes = ctx.decider.alive()
+        await ctx.storage.measure_usage()
         self.status.begin(ctx.uptime.started)
         if c.admin:
             self._admin_runner, self.admin_port = await open_admin_listener(ctx, self.status)
@@ -122,6 +125,7 @@ class MailboxServer:
                 (min(max(c.send_timeout / 4, 0.25), 5.0), self.sweep_slow_readers),
                 (HEARTBEAT_INTERVAL, ctx.clients.heartbeat),
                 (c.disk_check_interval, ctx.health.check_disk),
+                (USAGE_SIZE_INTERVAL, ctx.storage.measure_usage),
                 (c.log_summary_interval, ctx.events.summary.flush),
                 (STATUS_TICK, self.status.tick),
             ],

@@ -132,6 +132,16 @@ def _archive_figure(key: str) -> Callable[[Sources], Value]:
     return read
 
 
+def _usage_size(s: Sources) -> float:
+    size = s.ctx.storage.usage_size()
+    return size if size is not None else -1
+
+
+def _rules(s: Sources) -> Labelled:
+    rules = s.ctx.settings.rules
+    return {("deny",): rules.denies, ("notice",): rules.notices}
+
+
 def _disk_free(s: Sources) -> float:
     free = s.ctx.health.disk.free
     return free if free is not None else -1
@@ -204,6 +214,34 @@ FIGURES: tuple[Figure, ...] = (
         bad_input,
         ("door", "kind"),
     ),
+    # rules that say why (--deny-file) and reloads (SIGHUP)
+    Figure(
+        "pigeonhole_denied_by_rule_total",
+        C,
+        "clients refused by a deny rule, by door",
+        lambda s: _one(s.ctx.metrics.denied_by_rule),
+        ("door",),
+    ),
+    Figure(
+        "pigeonhole_notices_sent_total",
+        C,
+        "welcomes that carried a notice rule's message",
+        lambda s: s.ctx.metrics.notices_sent,
+    ),
+    Figure("pigeonhole_rules", G, "rules loaded, by verb", _rules, ("verb",)),
+    Figure(
+        "pigeonhole_reloads_total",
+        C,
+        "reloads (SIGHUP) by result: ok, or refused (nothing changed)",
+        lambda s: _one(s.ctx.metrics.reloads),
+        ("result",),
+    ),
+    Figure(
+        "pigeonhole_reload_last_timestamp_seconds",
+        G,
+        "when the last reload ended (0: none since start)",
+        lambda s: s.ctx.settings.reloaded.at if s.ctx.settings.reloaded else 0,
+    ),
     # the group commit
     Figure(
         "pigeonhole_commit_batches_total", C, "batches committed", lambda s: s.ctx.committer.batches
@@ -267,6 +305,12 @@ FIGURES: tuple[Figure, ...] = (
         G,
         "1 while commits are failing",
         lambda s: int(s.ctx.ledger.storage_down),
+    ),
+    Figure(
+        "pigeonhole_usage_db_bytes",
+        G,
+        "the usage database's size (-1: not measured yet)",
+        _usage_size,
     ),
     Figure(
         "pigeonhole_body_cache_bytes",

@@ -280,6 +280,9 @@ def status_json(server: ServerContext, rings: StatusRings) -> dict[str, Any]:
             "storage_down": bool(figure("pigeonhole_storage_down")),
             "body_cache_bytes": int(figure("pigeonhole_body_cache_bytes")),
             "body_cache_limit": c.body_cache_bytes,
+            "usage_db_bytes": None
+            if figure("pigeonhole_usage_db_bytes") < 0
+            else int(figure("pigeonhole_usage_db_bytes")),
         },
         "archive": _archive(server),
         "transit": _transit(server, hour),

@@ -64,6 +64,12 @@ class Storage(Protocol):
     async def usage_bytes(self) -> int:
         """The usage database's size in bytes (for the status page)."""
 
+    async def measure_usage(self) -> None:
+        """Measure the usage database's size now (a timer calls it; views read it)."""
+
+    def usage_size(self) -> int | None:
+        """The usage database's size as last measured (None: not yet)."""
+
     async def close(self) -> None: ...
 
 
@@ -73,7 +79,23 @@ def _retention(config: ServerConfig, window: Window) -> Retention | None:
     return None if days is None else Retention(window, days, config.usage_retention_interval)
 
 
-class SqliteStorage:
+class _UsageSize:
+    """The usage database's size, measured by a timer (it may need a query) and read by
+    the views without waiting."""
+
+    _usage_size: int | None = None
+
+    async def usage_bytes(self) -> int:
+        raise NotImplementedError
+
+    async def measure_usage(self) -> None:
+        self._usage_size = await self.usage_bytes()
+
+    def usage_size(self) -> int | None:
+        return self._usage_size
+
+
+class SqliteStorage(_UsageSize):
     """channel.sqlite and usage.sqlite in the data directory, written as `--commit-sync`
     says: by the store helper process, or on the loop and synced in a thread or on it."""
 
@@ -156,7 +178,7 @@ class SqliteStorage:
             self._executor.shutdown(wait=True)
 
 
-class PostgresStorage:
+class PostgresStorage(_UsageSize):
     """A PostgreSQL database (store/postgres/) shared by any number of nodes: nothing is
     loaded into memory; the node (server/node/) decides in the database."""
 
