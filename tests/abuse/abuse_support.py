@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from process_support import ServeProcess, free_port
+from tests.support.process import ServeProcess, free_port
 
 BIN = Path(sys.executable).parent
 #: each running server's admin port (/metrics, /status.json), by its WebSocket URL

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from abuse_support import get, metrics_url, running_server, transfer
 
 from pigeonhole.archive import errors
 from pigeonhole.archive.client import ArchiveClient
 from pigeonhole.archive.envelopes import Envelope
-from tmpfs_support import MiB, free_bytes, small_tmpfs
+from tests.abuse.abuse_support import get, metrics_url, running_server, transfer
+from tests.support.tmpfs import MiB, free_bytes, small_tmpfs
 
 pytestmark = pytest.mark.interop
 

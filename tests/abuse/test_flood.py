@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 import websockets
-from abuse_support import get, metrics_url, running_server, transfer
+
+from tests.abuse.abuse_support import get, metrics_url, running_server, transfer
 
 pytestmark = pytest.mark.interop
 

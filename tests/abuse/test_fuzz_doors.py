@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from abuse_support import get, metrics_url, running_server, transfer
-from fuzz_inputs import (
+
+from tests.abuse.abuse_support import get, metrics_url, running_server, transfer
+from tests.abuse.fuzz_inputs import (
     UPGRADE,
     Input,
     frame,
@@ -32,8 +33,7 @@ from fuzz_inputs import (
     rlp_inputs,
     transit_line_inputs,
 )
-
-from process_support import free_port
+from tests.support.process import free_port
 
 pytestmark = pytest.mark.interop
 

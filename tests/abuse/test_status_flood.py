@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import websockets
-from abuse_support import ADMIN_PORTS, get, running_server, transfer
+
+from tests.abuse.abuse_support import ADMIN_PORTS, get, running_server, transfer
 
 pytestmark = pytest.mark.interop
 

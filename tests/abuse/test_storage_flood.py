@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 import websockets
-from abuse_support import get, metrics_url, running_server, transfer
+
+from tests.abuse.abuse_support import get, metrics_url, running_server, transfer
 
 pytestmark = pytest.mark.interop
 

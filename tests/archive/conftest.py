@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from archive_support import FakeClock, LiveArchive, RunArchive
 
 from pigeonhole.archive.config import ArchiveConfig
 from pigeonhole.archive.endpoint import ARCHIVE_KEY, add_archive_routes
 from pigeonhole.archive.messages import sym_key_from_password
+from tests.archive.archive_support import FakeClock, LiveArchive, RunArchive
 
 
 @pytest.fixture

@@ -10,14 +10,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from archive_support import T0, RunArchive
-
 from pigeonhole.archive import errors
 from pigeonhole.archive.client import ArchiveClient
 from pigeonhole.archive.envelopes import Envelope
 from pigeonhole.archive.packets import EnvelopeError
 from pigeonhole.archive.quota import ArchiveQuota
 from pigeonhole.archive.store import ArchiveStore
+from tests.archive.archive_support import T0, RunArchive
 
 TOPIC = bytes.fromhex("1f7ea17f")
 DATA = 1000  # bytes of data per envelope

@@ -6,12 +6,12 @@ import asyncio
 import json
 import time
 
-from archive_support import RunArchive
 from click.testing import CliRunner, Result
 
 from pigeonhole.archive import errors
 from pigeonhole.archive.envelopes import decode_envelope
 from pigeonhole.cli.archive import archive
+from tests.archive.archive_support import RunArchive
 
 PASSWORD = "status-offline-inbox"
 TOPIC = "1f7ea17f"
@@ -24,8 +24,19 @@ async def _cli(*args: str) -> Result:
 
 
 async def _post(url: str, topic: str, data: str, sent: int, ttl: int = 86_400) -> str:
-    result = await _cli("post", "--url", url, "--topic", topic, "--data", data,
-                        "--sent", str(sent), "--ttl", str(ttl))
+    result = await _cli(
+        "post",
+        "--url",
+        url,
+        "--topic",
+        topic,
+        "--data",
+        data,
+        "--sent",
+        str(sent),
+        "--ttl",
+        str(ttl),
+    )
     assert result.exit_code == 0, result.output
     return result.stdout.strip()
 
@@ -44,8 +55,19 @@ async def test_post_then_query(run_archive: RunArchive) -> None:
         third = await _post(live.url, "0x" + TOPIC, "cafe", now - 5)
         assert len(first) == 64 and int(first, 16) >= 0
 
-        result = await _cli("query", "--url", live.url, "--password", PASSWORD,
-                            "--from", str(now - 30), "--to", str(now), "--topic", TOPIC)
+        result = await _cli(
+            "query",
+            "--url",
+            live.url,
+            "--password",
+            PASSWORD,
+            "--from",
+            str(now - 30),
+            "--to",
+            str(now),
+            "--topic",
+            TOPIC,
+        )
         assert result.exit_code == 0, result.output
         *envelopes, completion = _lines(result)
         assert [e["hash"] for e in envelopes] == [first, third]
@@ -64,8 +86,17 @@ async def test_query_limit_cursor_and_all(run_archive: RunArchive) -> None:
         now = int(time.time())
         live.clock.now = now
         hashes = [await _post(live.url, TOPIC, f"{i:02x}", now - 50 + i) for i in range(5)]
-        common = ["query", "--url", live.url, "--password", PASSWORD,
-                  "--from", str(now - 60), "--to", str(now)]
+        common = [
+            "query",
+            "--url",
+            live.url,
+            "--password",
+            PASSWORD,
+            "--from",
+            str(now - 60),
+            "--to",
+            str(now),
+        ]
 
         page1 = _lines(await _cli(*common, "--limit", "2"))
         assert [e["hash"] for e in page1[:-1]] == hashes[:2]
@@ -82,8 +113,9 @@ async def test_query_limit_cursor_and_all(run_archive: RunArchive) -> None:
 async def test_query_wrong_password_fails(run_archive: RunArchive) -> None:
     """A wrong password prints the ERROR= completion's text and exits 1."""
     async with run_archive() as live:
-        result = await _cli("query", "--url", live.url, "--password", "nope",
-                            "--from", "0", "--to", "10")
+        result = await _cli(
+            "query", "--url", live.url, "--password", "nope", "--from", "0", "--to", "10"
+        )
         assert result.exit_code == 1
         assert _lines(result)[-1]["error"] == errors.DECRYPT_FAILED
 
@@ -92,8 +124,9 @@ async def test_post_refused_fails(run_archive: RunArchive) -> None:
     """A back-dated, expired envelope is refused unless the archive accepts imports."""
     async with run_archive() as live:
         live.clock.now = time.time()
-        result = await _cli("post", "--url", live.url, "--topic", TOPIC, "--data", "00",
-                            "--sent", "1000000000")
+        result = await _cli(
+            "post", "--url", live.url, "--topic", TOPIC, "--data", "00", "--sent", "1000000000"
+        )
         assert result.exit_code == 1
         assert errors.VERY_OLD in result.output
     async with run_archive(accept_expired=True) as live:
@@ -103,9 +136,11 @@ async def test_post_refused_fails(run_archive: RunArchive) -> None:
 
 async def test_bad_arguments_and_unreachable_server() -> None:
     """A malformed topic is a usage error; an unreachable URL a clean error, no traceback."""
-    bad_topic = await _cli("post", "--url", "ws://127.0.0.1:9/", "--topic", "abcdef",
-                           "--data", "00")
+    bad_topic = await _cli(
+        "post", "--url", "ws://127.0.0.1:9/", "--topic", "abcdef", "--data", "00"
+    )
     assert bad_topic.exit_code == 2 and "4 bytes" in bad_topic.output
-    unreachable = await _cli("post", "--url", "ws://127.0.0.1:9/", "--topic", TOPIC,
-                             "--data", "00", "--pow", "0")
+    unreachable = await _cli(
+        "post", "--url", "ws://127.0.0.1:9/", "--topic", TOPIC, "--data", "00", "--pow", "0"
+    )
     assert unreachable.exit_code == 1 and "Error:" in unreachable.output

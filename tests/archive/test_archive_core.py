@@ -33,8 +33,18 @@ from pigeonhole.archive.requests import (
 )
 
 PURE_MODULES = [
-    "rlp", "envelopes", "bloom", "messages", "requests", "query", "packets", "errors",
-    "limiter", "mailserver", "config", "metrics",
+    "rlp",
+    "envelopes",
+    "bloom",
+    "messages",
+    "requests",
+    "query",
+    "packets",
+    "errors",
+    "limiter",
+    "mailserver",
+    "config",
+    "metrics",
 ]
 IO_MODULES = {"asyncio", "sqlite3", "aiohttp", "socket", "websockets", "threading"}
 NOW = 1_700_000_000
@@ -130,9 +140,12 @@ def _request(
     payload_rlp: bytes, key: bytes = KEY, signing_key: bytes | None = b"\x22" * 32
 ) -> rlp.Item:
     envelope = seal_request(
-        payload_rlp, sym_key=key, signing_key=signing_key,
+        payload_rlp,
+        sym_key=key,
+        signing_key=signing_key,
         padding=bytes(padding_length(len(payload_rlp), signing_key is not None)),
-        aes_nonce=bytes(12), now=NOW,
+        aes_nonce=bytes(12),
+        now=NOW,
     )
     return rlp.decode(envelope.rlp)
 
@@ -144,8 +157,7 @@ def _refusal(server: Mailserver, item: rlp.Item) -> str:
 
 
 def _payload(**fields: object) -> bytes:
-    values: dict[str, object] = {"lower": NOW - 100, "upper": NOW, "bloom": FULL_BLOOM,
-                                 "limit": 10}
+    values: dict[str, object] = {"lower": NOW - 100, "upper": NOW, "bloom": FULL_BLOOM, "limit": 10}
     values.update(fields)
     return encode_payload(RequestPayload(**values))  # type: ignore[arg-type]
 
@@ -237,16 +249,19 @@ def _rows(envelopes: list[Envelope]) -> list[tuple[bytes, bytes]]:
 
 
 def _query(lower: int, upper: int, limit: int, cursor: bytes = b"", **kw: object) -> Query:
-    payload = RequestPayload(lower=lower, upper=upper, bloom=FULL_BLOOM, limit=limit,
-                             cursor=cursor, **kw)  # type: ignore[arg-type]
+    payload = RequestPayload(
+        lower=lower, upper=upper, bloom=FULL_BLOOM, limit=limit, cursor=cursor, **kw
+    )  # type: ignore[arg-type]
     return to_query(payload, NOW, 1000, 1000)
 
 
 def _select(rows: list[tuple[bytes, bytes]], query: Query) -> list[tuple[bytes, bytes]]:
     keys = key_range(query)
     return [
-        (k, v) for k, v in rows
-        if k >= keys.start and (keys.end is None or k < keys.end)
+        (k, v)
+        for k, v in rows
+        if k >= keys.start
+        and (keys.end is None or k < keys.end)
         and (keys.after is None or k > keys.after)
     ]
 
@@ -319,8 +334,7 @@ def test_documented_frames() -> None:
     """The frames shown in docs/archive.md are the ones the code builds."""
     from pigeonhole.archive import packets
 
-    envelope = Envelope(expiry=0, ttl=1, topic=bytes(4), data=bytes.fromhex("deadbeef"),
-                        nonce=276)
+    envelope = Envelope(expiry=0, ttl=1, topic=bytes(4), data=bytes.fromhex("deadbeef"), nonce=276)
     payload = rlp.encode_raw_list([envelope.rlp])
     assert packets.encode_packet_raw(packets.MESSAGES, payload).hex() == (
         "d201d0cf8001840000000084deadbeef820114"
@@ -352,7 +366,10 @@ def test_raw_requests_only_when_enabled() -> None:
     assert _refusal(_server(), item).startswith(errors.DECODE_FAILED)
     query = _server(raw_requests=True).open_request(item, "peer", NOW)
     assert (query.lower, query.upper, query.bloom, query.batch) == (
-        NOW - 10, NOW, FULL_BLOOM, False,
+        NOW - 10,
+        NOW,
+        FULL_BLOOM,
+        False,
     )
 
 

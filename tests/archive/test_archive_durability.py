@@ -23,7 +23,7 @@ from pigeonhole.archive.envelopes import Envelope
 from pigeonhole.archive.query import KeyRange, key_hash
 from pigeonhole.archive.requests import RequestPayload
 from pigeonhole.archive.store import ArchiveStore
-from process_support import Service
+from tests.support.process import Service
 
 APP = Path(__file__).with_name("archive_app.py")
 SRC = Path(pigeonhole.__file__).resolve().parents[1]
@@ -64,8 +64,13 @@ async def _poster(url: str, worker: int, acknowledged: list[bytes], started: asy
     with contextlib.suppress(ArchiveClientError, aiohttp.ClientError, OSError):
         async with ArchiveClient.connect(url) as client:
             for n in range(MAX_POSTS):
-                envelope = Envelope(expiry=now + 3600, ttl=3600, topic=b"\x00\x00\x00\x01",
-                                    data=f"{worker}:{n}".encode(), nonce=0)
+                envelope = Envelope(
+                    expiry=now + 3600,
+                    ttl=3600,
+                    topic=b"\x00\x00\x00\x01",
+                    data=f"{worker}:{n}".encode(),
+                    nonce=0,
+                )
                 refused = await client.post([envelope])
                 assert refused == []
                 acknowledged.append(envelope.hash)
@@ -102,4 +107,3 @@ async def test_acknowledged_envelopes_survive_kill_9(tmp_path: Path, sym_key: by
         async for reply in client.request_all(payload, sym_key):
             served.update(e.hash for e in reply.envelopes)
     assert set(acknowledged) <= served
-

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import aiohttp
 import pytest
-from archive_support import T0, LiveArchive, RunArchive
 
 from pigeonhole.archive import errors, packets, rlp
 from pigeonhole.archive.bloom import FULL_BLOOM, topic_to_bloom
@@ -16,6 +15,7 @@ from pigeonhole.archive.messages import padding_length, sym_key_from_password
 from pigeonhole.archive.query import KeyRange
 from pigeonhole.archive.requests import RequestPayload, encode_payload, seal_request
 from pigeonhole.archive.store import ArchiveStore
+from tests.archive.archive_support import T0, LiveArchive, RunArchive
 
 TOPIC_A = bytes.fromhex("1f7ea17f")
 TOPIC_B = bytes.fromhex("01020300")
@@ -23,8 +23,9 @@ LOWER, UPPER = T0 - 3000, T0 - 1000
 
 
 def _env(created: int, topic: bytes = TOPIC_A, tag: int = 0, ttl: int = 10_000) -> Envelope:
-    return Envelope(expiry=created + ttl, ttl=ttl, topic=topic,
-                    data=tag.to_bytes(4, "big"), nonce=0)
+    return Envelope(
+        expiry=created + ttl, ttl=ttl, topic=topic, data=tag.to_bytes(4, "big"), nonce=0
+    )
 
 
 async def _post(url: str, envelopes: Sequence[Envelope], chunk: int = 250) -> None:
@@ -102,9 +103,14 @@ async def test_exact_topics_request(run_archive: RunArchive, sym_key: bytes) -> 
 
 
 def _bad_request(key: bytes, payload: bytes, signing_key: bytes | None = b"\x44" * 32) -> Envelope:
-    return seal_request(payload, sym_key=key, signing_key=signing_key,
-                        padding=bytes(padding_length(len(payload), signing_key is not None)),
-                        aes_nonce=bytes(range(12)), now=T0)
+    return seal_request(
+        payload,
+        sym_key=key,
+        signing_key=signing_key,
+        padding=bytes(padding_length(len(payload), signing_key is not None)),
+        aes_nonce=bytes(range(12)),
+        now=T0,
+    )
 
 
 def _payload(**fields: object) -> bytes:
@@ -114,16 +120,39 @@ def _payload(**fields: object) -> bytes:
 
 
 BAD_REQUESTS = [
-    ("wrong key", sym_key_from_password("not the password"), _payload(), b"\x44" * 32,
-     errors.DECRYPT_FAILED, "decrypt"),
+    (
+        "wrong key",
+        sym_key_from_password("not the password"),
+        _payload(),
+        b"\x44" * 32,
+        errors.DECRYPT_FAILED,
+        "decrypt",
+    ),
     ("unsigned", None, _payload(), None, errors.WRONG_SIGNATURE, "signature"),
-    ("bad RLP", None, b"\xf8\x01\x02", b"\x44" * 32,
-     errors.DECODE_FAILED + "non-canonical size information (long form for a short item)",
-     "decode"),
-    ("bloom of 10 bytes", None, _payload(bloom=b"hohohohoho"), b"\x44" * 32,
-     errors.BLOOM_SIZE, "bloom"),
-    ("upper < lower", None, _payload(lower=T0, upper=T0 - 1), b"\x44" * 32,
-     errors.RANGE_INVALID, "range"),
+    (
+        "bad RLP",
+        None,
+        b"\xf8\x01\x02",
+        b"\x44" * 32,
+        errors.DECODE_FAILED + "non-canonical size information (long form for a short item)",
+        "decode",
+    ),
+    (
+        "bloom of 10 bytes",
+        None,
+        _payload(bloom=b"hohohohoho"),
+        b"\x44" * 32,
+        errors.BLOOM_SIZE,
+        "bloom",
+    ),
+    (
+        "upper < lower",
+        None,
+        _payload(lower=T0, upper=T0 - 1),
+        b"\x44" * 32,
+        errors.RANGE_INVALID,
+        "range",
+    ),
     ("limit 1001", None, _payload(limit=1001), b"\x44" * 32, errors.LIMIT_TOO_LARGE, "limit"),
 ]
 
@@ -134,8 +163,13 @@ BAD_REQUESTS = [
     ids=[case[0] for case in BAD_REQUESTS],
 )
 async def test_bad_requests_are_refused(
-    run_archive: RunArchive, sym_key: bytes, key: bytes | None, payload: bytes,
-    signer: bytes | None, text: str, reason: str,
+    run_archive: RunArchive,
+    sym_key: bytes,
+    key: bytes | None,
+    payload: bytes,
+    signer: bytes | None,
+    text: str,
+    reason: str,
 ) -> None:
     """Each bad request gets an ERROR= completion with its text; the archive is unchanged."""
     async with run_archive() as live:
@@ -211,7 +245,8 @@ async def test_refused_envelopes_are_listed(run_archive: RunArchive) -> None:
         async with ArchiveClient.connect(live.url) as client:
             refused = await client.post([old, future, good])
         assert [(e.hash, e.code, e.description) for e in refused] == [
-            (old.hash, 1, errors.VERY_OLD), (future.hash, 1, errors.FROM_FUTURE),
+            (old.hash, 1, errors.VERY_OLD),
+            (future.hash, 1, errors.FROM_FUTURE),
         ]
         assert [raw for _, raw in _stored(live)] == [good.rlp]
         assert live.service.metrics.refused_envelopes == {"very_old": 1, "future": 1}
@@ -239,8 +274,13 @@ async def test_archive_survives_clean_restart(run_archive: RunArchive, sym_key: 
 
 @pytest.mark.parametrize(
     ("frame", "code"),
-    [(b"\xc3\x01\x02", aiohttp.WSCloseCode.PROTOCOL_ERROR),
-     (packets.encode_packet(packets.MESSAGES, b"not a list"), aiohttp.WSCloseCode.PROTOCOL_ERROR)],
+    [
+        (b"\xc3\x01\x02", aiohttp.WSCloseCode.PROTOCOL_ERROR),
+        (
+            packets.encode_packet(packets.MESSAGES, b"not a list"),
+            aiohttp.WSCloseCode.PROTOCOL_ERROR,
+        ),
+    ],
 )
 async def test_malformed_packets_close_1002(
     run_archive: RunArchive, frame: bytes, code: int
@@ -272,7 +312,6 @@ async def test_text_frames_close_and_unknown_codes_are_ignored(run_archive: RunA
         assert ws.close_code == aiohttp.WSCloseCode.UNSUPPORTED_DATA
 
 
-
 async def test_shutdown_closes_archive_sockets(run_archive: RunArchive) -> None:
     """Stopping the app closes open archive connections with 1001 (going away)."""
     async with aiohttp.ClientSession() as session:
@@ -295,7 +334,8 @@ async def test_every_payload_form_is_served(
         await _post(live.url, [envelope])
         async with ArchiveClient.connect(live.url) as client:
             reply = await client.request(
-                RequestPayload(T0 - 5, T0 - 5, topic_to_bloom(TOPIC_A), 0), sym_key,
+                RequestPayload(T0 - 5, T0 - 5, topic_to_bloom(TOPIC_A), 0),
+                sym_key,
                 form=form,  # type: ignore[arg-type]
             )
     assert [e.hash for e in reply.envelopes] == [envelope.hash]

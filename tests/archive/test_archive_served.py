@@ -8,7 +8,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from process_support import PIGEONHOLE, ServeProcess, free_port
+from tests.support.process import PIGEONHOLE, ServeProcess, free_port
 
 
 def _run(*args: str) -> str:

@@ -70,10 +70,16 @@ def test_short_rlp() -> None:
 @pytest.mark.parametrize(
     ("nonce", "pow_hash", "expected"),
     [
-        (100000, "a788e02a95bfc673709e97ca81e39ca903bad5638d3388964c51eb64952172d6",
-         0.07692307692307693),
-        (276, "00e2374c6353c243e4073e209a7f2acb2506522af318b3b78cf9a88310a2a11c",
-         19.692307692307693),
+        (
+            100000,
+            "a788e02a95bfc673709e97ca81e39ca903bad5638d3388964c51eb64952172d6",
+            0.07692307692307693,
+        ),
+        (
+            276,
+            "00e2374c6353c243e4073e209a7f2acb2506522af318b3b78cf9a88310a2a11c",
+            19.692307692307693,
+        ),
     ],
 )
 def test_pow_vectors(nonce: int, pow_hash: str, expected: float) -> None:
@@ -87,10 +93,14 @@ def test_pow_vectors(nonce: int, pow_hash: str, expected: float) -> None:
 @pytest.mark.parametrize(
     ("digest", "expected"),
     [
-        (bytes(32),
-         115792089237316200000000000000000000000000000000000000000000000000000000000000.0),
-        (bytes(31) + b"\x01",
-         57896044618658100000000000000000000000000000000000000000000000000000000000000.0),
+        (
+            bytes(32),
+            115792089237316200000000000000000000000000000000000000000000000000000000000000.0,
+        ),
+        (
+            bytes(31) + b"\x01",
+            57896044618658100000000000000000000000000000000000000000000000000000000000000.0,
+        ),
         (b"\xff" + bytes(31), 1.0),
     ],
 )
@@ -203,8 +213,13 @@ def test_symmetric_key_iterations() -> None:
 def test_full_request_vector() -> None:
     """The notes' worked request: payload, plaintext, Data, RequestID, signer, 0x7d."""
     payload = RequestPayload(
-        lower=1700000000, upper=1700003600, bloom=topic_to_bloom(bytes.fromhex("1f7ea17f")),
-        limit=100, cursor=b"", topics=(), batch=True,
+        lower=1700000000,
+        upper=1700003600,
+        bloom=topic_to_bloom(bytes.fromhex("1f7ea17f")),
+        limit=100,
+        cursor=b"",
+        topics=(),
+        batch=True,
     )
     encoded = encode_payload(payload, 7)
     bloom_hex = "00" * 35 + "80" + "00" * 11 + "40" + "00" * 4 + "02" + "00" * 11
@@ -213,12 +228,18 @@ def test_full_request_vector() -> None:
     key = sym_key_from_password("status-offline-inbox")
     secret = b"\x11" * 32
     envelope = seal_request(
-        encoded, sym_key=key, signing_key=secret,
+        encoded,
+        sym_key=key,
+        signing_key=secret,
         padding=bytes(padding_length(len(encoded), signed=True)),
-        aes_nonce=bytes(range(12)), now=1700000000,
+        aes_nonce=bytes(range(12)),
+        now=1700000000,
     )
     assert (envelope.expiry, envelope.ttl, envelope.topic, envelope.nonce) == (
-        1700000050, 50, bytes(4), 0,
+        1700000050,
+        50,
+        bytes(4),
+        0,
     )
     assert len(envelope.data) == 284
     assert envelope.hash.hex() == (

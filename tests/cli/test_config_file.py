@@ -13,7 +13,7 @@ import websockets
 from click.testing import CliRunner
 
 from pigeonhole.cli.main import cli
-from process_support import ServeProcess, free_port
+from tests.support.process import ServeProcess, free_port
 
 SETTINGS = """
 port = 4100

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pigeonhole.config import DEFAULT_ADMIN_PORT, ServerConfig
-from process_support import ServeProcess, free_port, http_status
+from tests.support.process import ServeProcess, free_port, http_status
 
 
 @contextlib.contextmanager

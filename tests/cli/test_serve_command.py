@@ -12,7 +12,7 @@ from pathlib import Path
 
 import websockets
 
-from process_support import ServeProcess, free_port
+from tests.support.process import ServeProcess, free_port
 
 
 async def _welcome(url: str) -> dict[str, object]:

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop_support import (
+
+from tests.support.interop import (
     WORMHOLE,
     Codes,
     Forwarder,
@@ -29,7 +30,7 @@ from interop_support import (
     Server,
     TransitRelay,
 )
-from relay_support import ServedRelay, SplitNets
+from tests.support.relay import ServedRelay, SplitNets
 
 
 @pytest.fixture(scope="session")
@@ -116,9 +117,7 @@ def _split_nets(relay: RelayPort, workdir: Path) -> Iterator[SplitNets]:
 
 
 @pytest.fixture(scope="session")
-def split_nets(
-    relay: ServedRelay, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SplitNets]:
+def split_nets(relay: ServedRelay, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SplitNets]:
     """A namespace per side of a transfer, both forwarding to `relay` (and the mailbox)."""
     yield from _split_nets(relay, tmp_path_factory.mktemp("split-nets"))
 

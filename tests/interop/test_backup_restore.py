@@ -22,9 +22,9 @@ from pathlib import Path
 import orjson
 import pytest
 import websockets
-from interop_support import Codes, Harness, Net, Server, check_success, senders_wait_through
 
-from process_support import PIGEONHOLE
+from tests.support.interop import Codes, Harness, Net, Server, check_success, senders_wait_through
+from tests.support.process import PIGEONHOLE
 
 pytestmark = pytest.mark.interop
 

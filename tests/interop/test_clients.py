@@ -9,7 +9,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from interop_support import (
+
+from tests.support.interop import (
     PAIRS,
     WORMHOLE_WILLIAM,
     WRONG_CODE_TIMEOUT,

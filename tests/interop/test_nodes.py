@@ -1,7 +1,7 @@
 """Several `pigeonhole serve --store postgresql://...` processes on one database are one server.
 
 Two nodes (separate processes, data dirs and ports, admin listeners on free ports) share a
-fresh database (tests/postgres_support.py), and the real clients prove it:
+fresh database (tests/support/postgres.py), and the real clients prove it:
 
 - `test_clients_across_nodes`: the sender talks to one node, the receiver to the other,
   both directions, text and a 1 MiB file, the `wormhole` CLI and wormhole-william;
@@ -36,7 +36,10 @@ from typing import TypeVar, cast
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from interop_support import (
+
+import tests.support.process as process_support
+from tests.interop.test_postgres_store import usage_rows
+from tests.support.interop import (
     WORMHOLE_WILLIAM,
     Client,
     Codes,
@@ -54,11 +57,8 @@ from interop_support import (
     senders_wait_through,
     tail,
 )
-from test_postgres_store import usage_rows
-
-import process_support
-from postgres_support import fresh_database, run
-from process_support import free_port
+from tests.support.postgres import fresh_database, run
+from tests.support.process import free_port
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """`pigeonhole serve --store postgresql://...` with the real clients, on a real PostgreSQL.
 
-One node on a fresh database (tests/postgres_support.py): real transfers with the `wormhole`
+One node on a fresh database (tests/support/postgres.py): real transfers with the `wormhole`
 CLI and wormhole-william, text and a file; a Python sender waiting while the node is
 killed with SIGKILL, restarted on the same database, and the receiver then finishing; and
 `export-usage --store` giving exactly the database's usage rows. Several nodes on one
@@ -18,7 +18,8 @@ from pathlib import Path
 import asyncpg  # type: ignore[import-untyped]
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from interop_support import (
+
+from tests.support.interop import (
     WORMHOLE_WILLIAM,
     Codes,
     Harness,
@@ -29,8 +30,7 @@ from interop_support import (
     random_file,
     random_text,
 )
-
-from postgres_support import fresh_database, run
+from tests.support.postgres import fresh_database, run
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

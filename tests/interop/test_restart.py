@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from interop_support import (
+
+from tests.support.interop import (
     WORMHOLE_WILLIAM,
     Codes,
     Harness,

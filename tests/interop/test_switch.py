@@ -27,7 +27,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from interop_support import (
+
+from tests.support.interop import (
     WORMHOLE_WILLIAM,
     Codes,
     Harness,
@@ -39,8 +40,7 @@ from interop_support import (
     random_file,
     random_text,
 )
-
-from reference_support import ReferenceServer, sha256
+from tests.support.reference import ReferenceServer, sha256
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -79,6 +79,7 @@ def dataset_counts(dataset: Path) -> Counts:
         f"""SELECT epoch(started), total_time, result
         FROM read_parquet('{dataset}/mailboxes/*/*.parquet', hive_partitioning = true)"""
     ).fetchall()
+
     def day(t: float) -> str:
         return dt.datetime.fromtimestamp(t, dt.UTC).date().isoformat()
 

@@ -15,7 +15,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from interop_support import (
+
+from tests.support.interop import (
     PAIRS,
     Codes,
     Harness,
@@ -25,7 +26,7 @@ from interop_support import (
     random_file,
     require,
 )
-from relay_support import (
+from tests.support.relay import (
     FOWLD,
     EchoServer,
     Fowld,

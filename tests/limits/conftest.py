@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from limits_support import StartServer
 
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.app import MailboxServer
+from tests.limits.limits_support import StartServer
 
 
 @pytest.fixture

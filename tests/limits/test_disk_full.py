@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import re
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -28,12 +27,8 @@ import pytest
 
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.app import MailboxServer
-
-# the WebSocket client of the server tests (tests/server is not on sys.path from here)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from server_support import APPID, Client, Frame, base_config, http_get, open_client
-
-from tmpfs_support import free_bytes, small_tmpfs
+from tests.support.server import APPID, Client, Frame, base_config, http_get, open_client
+from tests.support.tmpfs import free_bytes, small_tmpfs
 
 MiB = 1024 * 1024
 DISK_SIZE = 48 * MiB

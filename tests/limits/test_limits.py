@@ -8,9 +8,9 @@ import json
 
 import pytest
 import websockets
-from limits_support import StartServer, call, connect
 
 from pigeonhole.protocol.limits import Limits
+from tests.limits.limits_support import StartServer, call, connect
 
 
 async def bound(url: str, side: str, **kw: object) -> object:

@@ -8,9 +8,9 @@ import logging
 
 import pytest
 import websockets
-from limits_support import StartServer, connect
 
 from pigeonhole.protocol.limits import Limits
+from tests.limits.limits_support import StartServer, connect
 
 STORM = Limits(commands_per_second=1.0, command_burst=3.0)
 

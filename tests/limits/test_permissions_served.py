@@ -14,9 +14,9 @@ import time
 
 import pytest
 import websockets
-from limits_support import StartServer, call, connect
 
 from pigeonhole.permissions.hashcash import mint_stamp
+from tests.limits.limits_support import StartServer, call, connect
 
 
 def program_stamp(resource: str, bits: int) -> str:

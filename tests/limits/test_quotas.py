@@ -9,20 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from limits_support import StartServer, call, connect
 
 from pigeonhole.archive.client import ArchiveClient
 from pigeonhole.archive.envelopes import seal
 from pigeonhole.protocol.limits import Limits
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "server"))
-from server_support import http_get
+from tests.limits.limits_support import StartServer, call, connect
+from tests.support.server import http_get
 
 ATTACKER = "203.0.113.66"
 OTHER = "198.51.100.20"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import trustme
-from limits_support import StartServer, call, connect
+
+from tests.limits.limits_support import StartServer, call, connect
 
 
 async def test_wss_with_a_verifying_client(start_server: StartServer, tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from server_support import APPID, Client, open_client
 
 from pigeonhole.cli.main import cli
-from reference_support import ReferenceServer
+from tests.support.reference import ReferenceServer
+from tests.support.server import APPID, Client, open_client
 
 OTHER_APP = "example.com/other-app"
 pytestmark = pytest.mark.slow

@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from click.testing import CliRunner
-from migrate_support import bound, import_files, on_reference, rows
-from server_support import base_config
 
 from pigeonhole.cli.usage import export_usage
 from pigeonhole.pipeline import export as export_module
 from pigeonhole.server.app import MailboxServer
-from reference_support import ReferenceServer, reference_database, sha256
+from tests.migrate.migrate_support import bound, import_files, on_reference, rows
+from tests.support.reference import ReferenceServer, reference_database, sha256
+from tests.support.server import base_config
 
 pytestmark = pytest.mark.slow
 #: rows in the reference usage database of the locking test: several pages

@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from migrate_support import OTHER_APP, bound, import_files, on_reference, rows, run_import
-from server_support import Frame, base_config, strip
 
 from pigeonhole.server.app import MailboxServer
-from reference_support import ReferenceServer, reference_database, sha256
+from tests.migrate.migrate_support import (
+    OTHER_APP,
+    bound,
+    import_files,
+    on_reference,
+    rows,
+    run_import,
+)
+from tests.support.reference import ReferenceServer, reference_database, sha256
+from tests.support.server import Frame, base_config, strip
 
 pytestmark = pytest.mark.slow
 

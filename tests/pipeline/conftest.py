@@ -9,11 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.pipeline.report_run import ReportRun
 
 try:
     import pyspark  # noqa: F401
@@ -46,18 +46,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     )
     yield session
     session.stop()
-
-
-@dataclass(frozen=True)
-class ReportRun:
-    """Two report runs over demo data: a first one, then an incremental one with new days."""
-
-    data: Path
-    out: Path
-    first_output: str
-    second_output: str
-    #: OUTPUT/tables files (relative path -> mtime) just before the second run
-    before_second: dict[str, float]
 
 
 FIRST_END, SECOND_END = dt.date(2026, 11, 18), dt.date(2026, 11, 21)

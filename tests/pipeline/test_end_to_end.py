@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from pigeonhole.cli.usage import export_usage, report
-from process_support import ServeProcess
+from tests.support.process import ServeProcess
 
 pytestmark = pytest.mark.interop
 APP = "lothar.com/wormhole/text-or-file-xfer"

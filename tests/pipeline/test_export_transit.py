@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from pigeonhole.cli.usage import export_usage as export_usage_command
 from pigeonhole.pipeline import ExportConfig, ExportError, export_usage
-from relay_usage_support import relay_usage_db
+from tests.support.relay_usage import relay_usage_db
 
 from .usage_db import add_mailbox, add_transit, create_usage_db
 

@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from chromium_support import FLAGS as CHROMIUM_FLAGS
-from chromium_support import chromium_binary, page_socket
-
-from .conftest import ReportRun
+from tests.pipeline.report_run import ReportRun
+from tests.support.chromium import FLAGS as CHROMIUM_FLAGS
+from tests.support.chromium import chromium_binary, page_socket
 
 SCREENSHOT = Path(__file__).parents[2] / "docs" / "report-screenshot.png"
 FLAGS = [*CHROMIUM_FLAGS, "--window-size=1100,900"]

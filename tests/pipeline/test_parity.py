@@ -13,7 +13,8 @@ from typing import Any
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from .conftest import ReportRun
+from tests.pipeline.report_run import ReportRun
+
 from .duckdb_reference import all_metrics, connect, transit
 
 PCT = (50, 90, 99)

@@ -13,8 +13,7 @@ from click.testing import CliRunner
 
 from pigeonhole.cli.usage import report
 from pigeonhole.pipeline.schema import TABLES
-
-from .conftest import ReportRun
+from tests.pipeline.report_run import ReportRun
 
 
 def _table(run: ReportRun, name: str) -> Any:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from protocol_support import fake_randomness
 
 from pigeonhole.protocol.channels import Rendezvous
+from tests.protocol.protocol_support import fake_randomness
 
 
 @pytest.fixture

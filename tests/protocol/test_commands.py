@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from protocol_support import bound
 
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.protocol.commands import COMMANDS
 from pigeonhole.protocol.limits import STORAGE_DOWN
 from pigeonhole.protocol.session import Session
+from tests.protocol.protocol_support import bound
 
 #: every command succeeds in this order, from a fresh connection
 RUN: list[dict[str, Any]] = [

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from protocol_support import bound
 
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Rendezvous
 from pigeonhole.protocol.session import Session
+from tests.protocol.protocol_support import bound
 
 
 def send(s: Session, now: float = 1.0, **msg: Any) -> tuple[list[dict[str, Any]], Any]:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import APPID, Client, FakeClock, base_config, open_client
 
 from pigeonhole.server.app import MailboxServer
-from postgres_support import fresh_database
+from tests.support.postgres import fresh_database
+from tests.support.server import APPID, Client, FakeClock, base_config, open_client
 
 #: durability is proven by the subprocess tests on disk; in-process ones may use tmpfs
 SHM = Path("/dev/shm")
@@ -57,7 +57,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def store(store_kind: str) -> Iterator[str | None]:
     """The `store` setting: None (SQLite in the data directory) or a fresh PostgreSQL
-    database, dropped after the test (tests/postgres_support.py)."""
+    database, dropped after the test (tests/support/postgres.py)."""
     if store_kind == "sqlite":
         yield None
         return

@@ -10,9 +10,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from server_support import APPID, Client, http_get
-
 from pigeonhole.server.app import MailboxServer
+from tests.support.server import APPID, Client, http_get
 
 Bound = Callable[..., Awaitable[Client]]
 OTHER_APP = "example.org/other-app"

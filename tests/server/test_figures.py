@@ -9,11 +9,10 @@ import json
 import re
 from pathlib import Path
 
-from server_support import http_get
-from status_support import exchange
-
 from pigeonhole.server.figures import FIGURES, declared, snapshot
 from pigeonhole.server.metrics import Metrics
+from tests.server.status_support import exchange
+from tests.support.server import http_get
 
 SAMPLE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (\S+)$", re.M)
 

@@ -40,6 +40,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "__main__": frozenset({"cli"}),
 }
 
+
 def package_of(module: str, source: Path) -> str:
     """`pigeonhole.store.sqlite` -> `store`; `pigeonhole.__version__` -> TOP."""
     parts = module.split(".")

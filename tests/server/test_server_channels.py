@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from server_support import MAILBOX_ID, strip, usage_rows
+
+from tests.support.server import MAILBOX_ID, strip, usage_rows
 
 pytestmark = pytest.mark.asyncio
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import websockets
-from server_support import APPID, Client, http_get, open_client
 
 from pigeonhole.clients import client_key
 from pigeonhole.protocol.limits import Limits
 from pigeonhole.server.app import MailboxServer
+from tests.support.server import APPID, Client, http_get, open_client
 
 NAMEPLATES = "quota exceeded: nameplates held by your address"
 BYTES = "quota exceeded: bytes stored from your address"
@@ -185,4 +185,3 @@ async def test_blur_usage_logs_no_address(
             assert refused["type"] == "error"
         assert "addresses" not in await _status(srv)
     assert not any("2001:db8" in r.getMessage() for r in caplog.records)
-

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from server_support import APPID, MAILBOX_ID, strip
+
+from tests.support.server import APPID, MAILBOX_ID, strip
 
 pytestmark = pytest.mark.asyncio
 

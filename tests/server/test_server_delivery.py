@@ -14,12 +14,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from server_support import Client, Frame, strip
 
 from pigeonhole.protocol.effects import Effect
 from pigeonhole.store.group_commit import RELEASE_PER_ITERATION, Done
 from pigeonhole.store.sqlite import SqliteStore
 from pigeonhole.store.sqlite.helper import StoreHelper
+from tests.support.server import Client, Frame, strip
 
 #: how long a frame that must not arrive yet is waited for
 QUIET = 0.3

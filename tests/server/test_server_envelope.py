@@ -8,7 +8,8 @@ import socket
 from typing import Any
 
 import pytest
-from server_support import APPID, http_get, open_client, strip, usage_rows
+
+from tests.support.server import APPID, http_get, open_client, strip, usage_rows
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import websockets
-from server_support import APPID, http_get, open_client
 
 from pigeonhole.protocol.limits import Limits
 from pigeonhole.server.app import MailboxServer
+from tests.support.server import APPID, http_get, open_client
 
 NAMEPLATES = "quota exceeded: nameplates held by your address"
 

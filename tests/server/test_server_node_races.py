@@ -16,11 +16,11 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from server_support import Client, open_client
 
 from pigeonhole.protocol.errors import CROWDED
-from postgres_support import fresh_database
-from process_support import ServeProcess
+from tests.support.postgres import fresh_database
+from tests.support.process import ServeProcess
+from tests.support.server import Client, open_client
 
 pytestmark = pytest.mark.slow
 

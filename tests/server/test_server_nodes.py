@@ -14,13 +14,13 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from server_support import APPID, base_config, http_get, open_client, strip, usage_rows
 
 from pigeonhole.protocol.errors import CROWDED
 from pigeonhole.server.app import MailboxServer
 from pigeonhole.server.node import Node
 from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
-from postgres_support import fresh_database
+from tests.support.postgres import fresh_database
+from tests.support.server import APPID, base_config, http_get, open_client, strip, usage_rows
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_support import APPID, Client, http_get, open_client, strip
 
-from process_support import ServeProcess, gone, parent
+from tests.support.process import ServeProcess, gone, parent
+from tests.support.server import APPID, Client, http_get, open_client, strip
 
 pytestmark = pytest.mark.asyncio
 

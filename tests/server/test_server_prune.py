@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from server_support import FakeClock, strip, usage_rows
+
+from tests.support.server import FakeClock, strip, usage_rows
 
 pytestmark = pytest.mark.asyncio
 

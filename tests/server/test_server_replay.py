@@ -7,7 +7,7 @@ by a node), so the cache's own figures are checked on SQLite only.
 
 from __future__ import annotations
 
-from server_support import http_get, strip
+from tests.support.server import http_get, strip
 
 BIG = "0f" * 300_000  # 300 KB decoded: never cached (over the item size)
 

@@ -7,7 +7,8 @@ import os
 import signal
 
 import pytest
-from server_support import APPID, http_get
+
+from tests.support.server import APPID, http_get
 
 # the store helper process is the SQLite store's
 pytestmark = pytest.mark.sqlite_only

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from server_support import usage_rows
 
 from pigeonhole.pipeline import ExportConfig, export_usage
 from pigeonhole.protocol.effects import UsageTransit
+from tests.support.server import usage_rows
 
 pytestmark = pytest.mark.asyncio
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from server_support import APPID, usage_rows
+
+from tests.support.server import APPID, usage_rows
 
 pytestmark = pytest.mark.asyncio
 
@@ -161,9 +162,9 @@ async def test_last_close_with_claimed_nameplate_writes_both_rows(server, bound)
     assert results(server, "mailboxes") == []
     await b.close(mailbox=mailbox, mood="happy")
     assert results(server, "nameplates") == ["happy"]
-    assert [
-        (r["result"], r["for_nameplate"]) for r in usage_rows(server.config, "mailboxes")
-    ] == [("happy", 1)]
+    assert [(r["result"], r["for_nameplate"]) for r in usage_rows(server.config, "mailboxes")] == [
+        ("happy", 1)
+    ]
     await (await bound("a")).release(nameplate="12")  # already gone: no second row
     assert results(server, "nameplates") == ["happy"]
 

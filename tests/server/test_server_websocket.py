@@ -16,9 +16,9 @@ import struct
 from typing import Any
 
 import pytest
-from server_support import http_get
 
 from pigeonhole.server.app import MailboxServer
+from tests.support.server import http_get
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TEXT, BINARY, CONT, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA

@@ -7,13 +7,13 @@ import json
 import re
 
 import pytest
-from server_support import APPID, http_get
-from status_support import OTHER_APP, crowded, exchange, status, until
 
 from pigeonhole.protocol.channels import MAX_APPS_COUNTED, OTHER_APPS, Rendezvous
 from pigeonhole.protocol.limits import BODY_TOO_LARGE, Limits
 from pigeonhole.server.status import MINUTES, RESULTS
 from pigeonhole.server.wiring import SECURE_RANDOMNESS
+from tests.server.status_support import OTHER_APP, crowded, exchange, status, until
+from tests.support.server import APPID, http_get
 
 pytestmark = pytest.mark.asyncio
 

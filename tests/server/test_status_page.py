@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import APPID
-from status_support import OTHER_APP, crowded, exchange, lonely
 from websockets.asyncio.client import ClientConnection, connect
 
-from chromium_support import FLAGS as CHROMIUM_FLAGS
-from chromium_support import chromium_binary, page_socket
 from pigeonhole.protocol.limits import BODY_TOO_LARGE, Limits
 from pigeonhole.server.figures import declared
+from tests.server.status_support import OTHER_APP, crowded, exchange, lonely
+from tests.support.chromium import FLAGS as CHROMIUM_FLAGS
+from tests.support.chromium import chromium_binary, page_socket
+from tests.support.server import APPID
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from server_support import Client, open_client
-from status_support import exchange
 
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.app import MailboxServer
 from pigeonhole.store.retention import BATCH_ROWS, USAGE_TIMES
-from process_support import PIGEONHOLE
+from tests.server.status_support import exchange
+from tests.support.process import PIGEONHOLE
+from tests.support.server import Client, open_client
 
 DAY = 86400.0
 OLD, RECENT, LATE_OLD = 2 * BATCH_ROWS + 200, 30, 5

@@ -6,9 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from batch_model import APP, State, apply_row, empty, random_batch
-
 from pigeonhole.store.postgres.parts import ORDER, group
+from tests.store.batch_model import APP, State, apply_row, empty, random_batch
 
 #: what names a row, per kind, within one set-based statement (PostgreSQL refuses an
 #: upsert that writes one row twice, and an UPDATE ... FROM with two matches picks one)

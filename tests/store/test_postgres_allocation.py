@@ -9,7 +9,7 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
-from postgres_support import postgres_url, run
+from tests.support.postgres import postgres_url, run
 
 __all__ = ["postgres_url"]
 

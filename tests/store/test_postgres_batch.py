@@ -10,11 +10,11 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import orjson
-from batch_model import State, apply_row, empty, random_batch
 
 from pigeonhole.store.postgres import schema_sql
 from pigeonhole.store.postgres.parts import group
-from postgres_support import postgres_url, run
+from tests.store.batch_model import State, apply_row, empty, random_batch
+from tests.support.postgres import postgres_url, run
 
 __all__ = ["postgres_url"]
 

@@ -1,11 +1,11 @@
-"""The PostgreSQL test fixtures (tests/postgres_support.py), on the real server."""
+"""The PostgreSQL test fixtures (tests/support/postgres.py), on the real server."""
 
 from __future__ import annotations
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from postgres_support import (
+from tests.support.postgres import (
     database_exists,
     database_name,
     fresh_database,

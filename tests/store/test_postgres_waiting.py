@@ -9,7 +9,7 @@ import asyncio
 import os
 
 from pigeonhole.store.postgres import PostgresStore
-from postgres_support import postgres_url, run
+from tests.support.postgres import postgres_url, run
 
 __all__ = ["postgres_url"]
 

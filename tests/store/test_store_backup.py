@@ -20,8 +20,8 @@ from pigeonhole.protocol import effects as fx
 from pigeonhole.store.backup import backup
 from pigeonhole.store.errors import BackupError
 from pigeonhole.store.sqlite import SqliteStore
-from process_support import PIGEONHOLE
-from tmpfs_support import MiB, small_tmpfs
+from tests.support.process import PIGEONHOLE
+from tests.support.tmpfs import MiB, small_tmpfs
 
 #: commits the writer makes at most (it stops once the backup is done)
 MAX_COMMITS = 200_000

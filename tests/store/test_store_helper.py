@@ -17,7 +17,7 @@ from pigeonhole.store.group_commit import GroupCommitter
 from pigeonhole.store.sqlite import WRITABLE_EFFECTS, SqliteStore
 from pigeonhole.store.sqlite.helper import StoreHelper
 from pigeonhole.store.sqlite.helper_main import HEADER, decode_effects, encode_effects
-from process_support import gone
+from tests.support.process import gone
 
 
 @pytest.fixture

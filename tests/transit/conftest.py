@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from transit_support import Reference, Relay
 
 from pigeonhole.transit import TransitConfig
+from tests.transit.transit_support import Reference, Relay
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import os
 from collections.abc import Awaitable, Callable
 
 import pytest
-from transit_support import (
+
+from tests.transit.transit_support import (
     IMPATIENT,
     Client,
     Reference,

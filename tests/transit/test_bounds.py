@@ -9,13 +9,13 @@ import asyncio
 import os
 import time
 
-from transit_support import Relay, TcpClient, WsClient, ending, line, side, token
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from pigeonhole.transit import Mood, TransitConfig
 from pigeonhole.transit.limits import Refusal
 from pigeonhole.transit.tcp import READ_BYTES
+from tests.transit.transit_support import Relay, TcpClient, WsClient, ending, line, side, token
 
 KIB = 1024
 

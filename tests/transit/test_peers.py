@@ -13,11 +13,19 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from transit_support import IMPATIENT, Relay, TcpClient, line, side, still_waiting, token
 
 from pigeonhole.transit import Mood, TransitConfig
 from pigeonhole.transit.peers import Address, Found, format_address, parse_address
-from process_support import free_port
+from tests.support.process import free_port
+from tests.transit.transit_support import (
+    IMPATIENT,
+    Relay,
+    TcpClient,
+    line,
+    side,
+    still_waiting,
+    token,
+)
 
 MIB = 1024 * 1024
 

@@ -13,10 +13,10 @@ from typing import Any
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from click.testing import CliRunner
-from transit_support import Reference, line, side, token
 
 from pigeonhole.cli.main import cli
-from reference_support import reference_database, sha256
+from tests.support.reference import reference_database, sha256
+from tests.transit.transit_support import Reference, line, side, token
 
 pytestmark = pytest.mark.slow
 PAYLOAD = 300_000

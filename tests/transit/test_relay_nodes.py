@@ -1,6 +1,6 @@
 """Transit pairs across `pigeonhole serve --store postgresql://...` nodes on one database.
 
-Two serve processes share a fresh database (tests/postgres_support.py), each with its own
+Two serve processes share a fresh database (tests/support/postgres.py), each with its own
 relay port. A side that reaches one node and its partner that reaches the other still
 pair: the later one's node forwards it to the node where the first waits (the rows:
 `channel.transit_waiting`). Then HAProxy (`mode tcp`, `balance roundrobin`) in front of
@@ -24,11 +24,11 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from transit_support import IMPATIENT, TcpClient, line, side, still_waiting, token
 
-import process_support
-from postgres_support import fresh_database, run
-from process_support import ServeProcess, free_port
+import tests.support.process as process_support
+from tests.support.postgres import fresh_database, run
+from tests.support.process import ServeProcess, free_port
+from tests.transit.transit_support import IMPATIENT, TcpClient, line, side, still_waiting, token
 
 pytestmark = pytest.mark.slow
 

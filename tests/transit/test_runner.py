@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from transit_support import TcpClient, WsClient, line, side, token
+
+from tests.transit.transit_support import TcpClient, WsClient, line, side, token
 
 LISTENING_RE = re.compile(rb"listening on 127\.0\.0\.1:(\d+) \(WebSocket 127\.0\.0\.1:(\d+)\)")
 PAYLOAD = b"x" * 100_000

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 import websockets
-from transit_support import Client, TcpClient, WsClient, line, side, token
 
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.app import MailboxServer
-from process_support import ServeProcess, accepts_tcp, free_port
+from tests.support.process import ServeProcess, accepts_tcp, free_port
+from tests.transit.transit_support import Client, TcpClient, WsClient, line, side, token
 
 MIB = 1024 * 1024
 Start = Callable[..., Any]

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from transit_support import Client, Relay, TcpClient, line, side, token
 
 from pigeonhole.transit import Mood, TransitConfig, pipes
+from tests.transit.transit_support import Client, Relay, TcpClient, line, side, token
 
 MIB = 1024 * 1024
 KINDS = ["tcp", "ws"]

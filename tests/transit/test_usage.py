@@ -7,11 +7,11 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from transit_support import BOUND, Client, Reference, Relay, ending, line, side, token
 from wormhole_transit_relay.usage import blur_size as reference_blur_size  # type: ignore[import-untyped]
 
 from pigeonhole.transit import Mood, TransitConfig, UsageQueue
 from pigeonhole.transit.usage import UsageRecord, blur_size, make_record
+from tests.transit.transit_support import BOUND, Client, Reference, Relay, ending, line, side, token
 
 Open = Callable[[], Awaitable[Client]]
 #: returns once `count` sides wait for a partner

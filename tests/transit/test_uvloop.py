@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 import uvloop
-from test_transfer import KINDS, MIB, transfer
-from transit_support import Relay
 
 from pigeonhole.transit import Mood, TransitConfig
+from tests.transit.test_transfer import KINDS, MIB, transfer
+from tests.transit.transit_support import Relay
 
 
 async def ten_pairs(sender: str, receiver: str) -> None:

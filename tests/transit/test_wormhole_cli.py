@@ -17,9 +17,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from transit_support import Relay, free_port
 
 from pigeonhole.transit import Mood, TransitConfig
+from tests.transit.transit_support import Relay, free_port
 
 BIN = Path(sys.executable).parent
 CODE = "7-guitarist-revenge"

@@ -9,9 +9,10 @@ import os
 import random
 
 import pytest
-from transit_support import Relay, TcpClient, line, side, token
 from websockets.frames import Close, CloseCode, Frame, Opcode
 from websockets.protocol import Protocol, Side, State
+
+from tests.transit.transit_support import Relay, TcpClient, line, side, token
 
 UPGRADE = (
     b"GET /transit HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

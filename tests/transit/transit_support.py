@@ -32,7 +32,7 @@ from websockets.exceptions import ConnectionClosed
 
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
 from pigeonhole.transit.ws_listener import serve_websocket
-from process_support import Service, accepts_tcp, free_port
+from tests.support.process import Service, accepts_tcp, free_port
 
 TWIST = Path(sys.executable).parent / "twist"
 #: seconds a test waits at most for what must come (a bound: past it the test fails)

@@ -3,26 +3,22 @@ records readable), one headless Debian Chromium, a fresh browser context per tes
 `wormhole` CLI, and a network namespace for wormhole-william's sender (which always dials
 transit.magic-wormhole.io:4001: there that name reaches our relay).
 
-tests/interop's helpers (namespaces, forwarders, the served relay) are put on sys.path here.
+The namespaces, forwarders and the served relay are tests/support's (shared with tests/interop).
 """
 
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
-
-from interop_support import Forwarder, Net, NetNS
-from relay_support import ServedRelay
-from web_support import Cli, WebPage, chromium
-
-import process_support
+import tests.support.process as process_support
+from tests.support.interop import Forwarder, Net, NetNS
+from tests.support.relay import ServedRelay
+from tests.web.web_support import Cli, WebPage, chromium
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from relay_support import ServedRelay, wait_for_happy
-from web_support import MIB, Cli, WebPage, random_file, random_text, sha256_file
+
+from tests.support.relay import ServedRelay, wait_for_happy
+from tests.web.web_support import MIB, Cli, WebPage, random_file, random_text, sha256_file
 
 FILE_SIZE = 10 * MIB
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from relay_support import ServedRelay, wait_for_happy
-from test_web_e2e_ww import KeyMismatch, WwRun, on_host, retried, ww_path
-from web_support import MIB, Cli, PageFailed, WebPage, random_file
+
+from tests.support.relay import ServedRelay, wait_for_happy
+from tests.web.test_web_e2e_ww import KeyMismatch, WwRun, on_host, retried, ww_path
+from tests.web.web_support import MIB, Cli, PageFailed, WebPage, random_file
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

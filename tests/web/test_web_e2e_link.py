@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import Cli, WebPage, random_file, random_text, sha256_file
+
+from tests.web.web_support import Cli, WebPage, random_file, random_text, sha256_file
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

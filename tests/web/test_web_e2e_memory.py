@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from relay_support import ServedRelay, wait_for_happy
-from web_support import (
+
+from tests.support.relay import ServedRelay, wait_for_happy
+from tests.web.web_support import (
     MIB,
     Cli,
     HeapPeak,

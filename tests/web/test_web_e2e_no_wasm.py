@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from relay_support import ServedRelay, wait_for_happy
-from web_support import MIB, Cli, WebPage, chromium, random_file, sha256_file
 
 from pigeonhole.web.serving import CSP
+from tests.support.relay import ServedRelay, wait_for_happy
+from tests.web.web_support import MIB, Cli, WebPage, chromium, random_file, sha256_file
 
 FILE_SIZE = 10 * MIB
 STRICT = CSP.replace(" 'wasm-unsafe-eval'", "")

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from interop_support import Codes
-from relay_support import ServedRelay, wait_for_happy
-from web_support import (
+
+from tests.support.interop import Codes
+from tests.support.relay import ServedRelay, wait_for_happy
+from tests.web.web_support import (
     CLI_MISMATCH,
     MIB,
     Cli,

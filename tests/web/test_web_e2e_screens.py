@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import MIB, WebPage, random_file, sha256_file
+
+from tests.web.web_support import MIB, WebPage, random_file, sha256_file
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 DESKTOP = {"width": 1000, "height": 860}

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from interop_support import WORMHOLE_WILLIAM, Net, kill_tree
-from relay_support import ServedRelay, wait_for_happy
-from web_support import CODE_RE, MIB, PageFailed, WebPage, random_file, sha256_file
+
+from tests.support.interop import WORMHOLE_WILLIAM, Net, kill_tree
+from tests.support.relay import ServedRelay, wait_for_happy
+from tests.web.web_support import CODE_RE, MIB, PageFailed, WebPage, random_file, sha256_file
 
 FILE_SIZE = 10 * MIB
 TIMEOUT = 120.0

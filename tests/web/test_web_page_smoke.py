@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from web_page_support import open_page, serve_page
-from web_support import TESTIDS
 
-from process_support import ServeProcess
+from tests.support.process import ServeProcess
+from tests.web.web_page_support import open_page, serve_page
+from tests.web.web_support import TESTIDS
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import trustme
-from web_page_support import Watched, open_page, send_file_between, serve_page
 
-from process_support import PIGEONHOLE, ServeProcess, Service, free_port
+from tests.support.process import PIGEONHOLE, ServeProcess, Service, free_port
+from tests.web.web_page_support import Watched, open_page, send_file_between, serve_page
 
 pytestmark = pytest.mark.slow
 

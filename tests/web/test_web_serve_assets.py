@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from web_support import TESTIDS
 
 from pigeonhole.web.serving import ASSETS, Site, WebPage, accepts_html, load_assets
+from tests.web.web_support import TESTIDS
 
 
 class Markup(HTMLParser):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pigeonhole.web.serving import APPID, ASSETS, CSP
-from process_support import ServeProcess, free_port
+from tests.support.process import ServeProcess, free_port
 
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 HEADERS = {

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from web_support import WebPage
-
-from process_support import ServeProcess
+from tests.support.process import ServeProcess
+from tests.web.web_support import WebPage
 
 #: recorded in the page before its own scripts run (Playwright's init script, outside the CSP)
 WATCH_CSP = """

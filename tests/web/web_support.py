@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from interop_support import kill_tree
+
+from tests.support.interop import kill_tree
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: flags from browser-client-notes.md §8 (Playwright adds --headless and a fresh profile)

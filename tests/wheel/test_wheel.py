@@ -33,7 +33,7 @@ from pigeonhole.archive.client import ArchiveClient
 from pigeonhole.archive.envelopes import Envelope
 from pigeonhole.archive.messages import sym_key_from_password
 from pigeonhole.archive.requests import RequestPayload
-from process_support import Service, free_port, http_status
+from tests.support.process import Service, free_port, http_status
 
 pytestmark = pytest.mark.slow
 

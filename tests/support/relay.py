@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from interop_support import (
+import tests.support.process as process_support
+from tests.support.interop import (
     BIN,
     Forwarder,
     InteropError,
@@ -34,8 +35,6 @@ from interop_support import (
     relay_records,
     tail,
 )
-
-import process_support
 
 FOWLD = BIN / "fowld"
 #: a usage record as the relay writes it: started, total_time, waiting_time, total_bytes, mood

@@ -6,7 +6,7 @@ whose user may CREATE and DROP DATABASE), else the one on 127.0.0.1:5432 if it a
 starts a throwaway cluster when no server answers). With neither, tests that need it skip,
 which scripts/test counts as a failure.
 
-Fixtures, for a test folder's conftest.py (`from postgres_support import postgres_url`,
+Fixtures, for a test folder's conftest.py (`from tests.support.postgres import postgres_url`,
 listed in its `__all__`):
 
 - `postgres_url`: a new empty database for each test, dropped after it;

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from process_support import Service, accepts_tcp, free_port
+from tests.support.process import Service, accepts_tcp, free_port
 
 
 def test_a_program_that_exits_while_starting_fails_with_its_stderr(tmp_path: Path) -> None:

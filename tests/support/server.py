@@ -239,7 +239,7 @@ def usage_rows(where: ServerConfig | Path, table: str) -> list[dict[str, Any]]:
 def _postgres_rows(url: str, table: str) -> list[dict[str, Any]]:
     import asyncpg  # type: ignore[import-untyped]
 
-    from postgres_support import run
+    from tests.support.postgres import run
 
     order = "" if table == "current" else " ORDER BY id"
 

@@ -44,7 +44,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
-from process_support import ServeProcess, Service, accepts_tcp, free_port
+from tests.support.process import ServeProcess, Service, accepts_tcp, free_port
 
 BIN = Path(sys.executable).parent
 WORMHOLE = BIN / "wormhole"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from process_support import Service, accepts_tcp, free_port
+from tests.support.process import Service, accepts_tcp, free_port
 
 TWIST = Path(sys.executable).parent / "twist"
 REFERENCE_SCHEMAS = "wormhole_mailbox_server/db-schemas"
