@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import struct
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +20,10 @@ from typing import Any
 import pytest
 
 from tests.pipeline.report_run import ReportRun
-from tests.support.chromium import FLAGS as CHROMIUM_FLAGS
-from tests.support.chromium import chromium_binary, page_socket
+from tests.support.chromium import open_page
 
 SCREENSHOT = Path(__file__).parents[2] / "docs" / "report-screenshot.png"
-FLAGS = [*CHROMIUM_FLAGS, "--window-size=1100,900"]
+WINDOW = ["--window-size=1100,900"]
 
 
 class DevTools:
@@ -54,29 +52,20 @@ class DevTools:
 def page(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
     """Chromium showing OUTPUT/index.html, loaded."""
     client = pytest.importorskip("websockets.sync.client", reason="websockets drives Chromium")
-    chromium = chromium_binary()
     profile = tmp_path_factory.mktemp("chromium")
     url = (report_run.out / "index.html").as_uri()
-    process = subprocess.Popen(
-        [chromium, *FLAGS, f"--user-data-dir={profile}", url],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with client.connect(
-            page_socket(profile / "DevToolsActivePort", url), max_size=None
-        ) as socket:
-            tools = DevTools(socket)
-            deadline = time.monotonic() + 30
-            # the target can still show its initial blank document, which is "complete" too
-            loaded = "document.readyState === 'complete' && location.href === " + json.dumps(url)
-            while tools.evaluate(loaded) is not True:
-                assert time.monotonic() < deadline, "the page did not finish loading"
-                time.sleep(0.1)
-            yield tools
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with (
+        open_page(profile, url, WINDOW) as socket_url,
+        client.connect(socket_url, max_size=None) as socket,
+    ):
+        tools = DevTools(socket)
+        deadline = time.monotonic() + 30
+        # the target can still show its initial blank document, which is "complete" too
+        loaded = "document.readyState === 'complete' && location.href === " + json.dumps(url)
+        while tools.evaluate(loaded) is not True:
+            assert time.monotonic() < deadline, "the page did not finish loading"
+            time.sleep(0.1)
+        yield tools
 
 
 def test_the_report_renders_with_its_title_and_sections(page: DevTools) -> None:

@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,14 +23,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from pigeonhole.protocol.limits import BODY_TOO_LARGE, Limits
 from pigeonhole.server.figures import declared
 from tests.server.status_support import OTHER_APP, crowded, exchange, lonely
-from tests.support.chromium import FLAGS as CHROMIUM_FLAGS
-from tests.support.chromium import chromium_binary, page_socket
+from tests.support.chromium import open_page
 from tests.support.server import APPID
 
 pytestmark = pytest.mark.asyncio
 
 SCREENSHOT = Path(__file__).parents[2] / "docs" / "status-screenshot.png"
-FLAGS = [*CHROMIUM_FLAGS, "--window-size=1280,900"]
+WINDOW = ["--window-size=1280,900"]
 ADDRESS = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}\b")
 
 
@@ -99,15 +97,7 @@ class DevTools:
 @contextlib.asynccontextmanager
 async def chromium(tmp_path: Path) -> AsyncIterator[DevTools]:
     """Headless Chromium on about:blank, its page attached with Runtime, Log and Page on."""
-    binary = chromium_binary()
-    profile = tmp_path / "chromium"
-    process = subprocess.Popen(
-        [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = await asyncio.to_thread(page_socket, profile / "DevToolsActivePort")
+    with open_page(tmp_path / "chromium", "about:blank", WINDOW) as url:
         async with connect(url, max_size=None) as socket:
             tools = DevTools(socket)
             for domain in ("Runtime", "Log", "Page"):
@@ -116,9 +106,6 @@ async def chromium(tmp_path: Path) -> AsyncIterator[DevTools]:
                 yield tools
             finally:
                 await tools.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def open_status(tools: DevTools, url: str) -> None:

@@ -1,19 +1,24 @@
-"""Headless Chromium (Debian's `chromium`) for the page tests: the flags this machine needs
-(env/machines/python-svc.md: no sandbox as root, no network beyond loopback) and the
-DevTools socket of the page it opens."""
+"""Headless Chromium (Debian's `chromium`) for every page test: the one list of flags this
+machine needs (env/machines/python-svc.md: no sandbox as root, no network beyond
+loopback), and `open_page`, which starts it on a page and gives that page's DevTools
+socket (the status page's and the report's tests; the web page's tests drive the same
+flags through Playwright, tests/web/web_support.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-FLAGS = [
-    "--headless",
+#: what every launch needs (Playwright adds --headless and a profile of its own)
+BASE_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -22,8 +27,9 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
-    "--remote-debugging-port=0",
 ]
+#: a launch that the test drives over DevTools itself
+FLAGS = ["--headless", *BASE_FLAGS, "--remote-debugging-port=0"]
 
 
 def chromium_binary() -> str:
@@ -47,3 +53,19 @@ def page_socket(port_file: Path, url: str | None = None) -> str:
                     return str(target["webSocketDebuggerUrl"])
         time.sleep(0.1)
     raise AssertionError("Chromium did not open the page")
+
+
+@contextlib.contextmanager
+def open_page(profile: Path, url: str, extra: Sequence[str] = ()) -> Iterator[str]:
+    """Chromium on `url` with a fresh `profile`: the page's DevTools WebSocket URL; stopped
+    (by its PID) on leaving."""
+    process = subprocess.Popen(
+        [chromium_binary(), *FLAGS, *extra, f"--user-data-dir={profile}", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield page_socket(profile / "DevToolsActivePort", None if url == "about:blank" else url)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

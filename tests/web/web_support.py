@@ -31,19 +31,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.chromium import BASE_FLAGS
 from tests.support.interop import kill_tree
 
 CHROMIUM = Path("/usr/bin/chromium")
-#: flags from browser-client-notes.md §8 (Playwright adds --headless and a fresh profile)
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-]
+#: the suite's one list of flags (tests/support/chromium.py; Playwright adds --headless)
+CHROMIUM_FLAGS = BASE_FLAGS
 MIB = 1 << 20
 APPID = "lothar.com/wormhole/text-or-file-xfer"
 #: what the CLI prints once the code is allocated (Python CLI: on stderr)
