@@ -170,6 +170,7 @@ class ServerConfig:
         "Seconds over which repeated refusals of one kind are logged once, then counted.",
         min=1,
         unit="seconds",
+        restart=True,
     )
     max_connections: int = setting(10000, "Total WebSocket connections.", min=1)
     max_connections_per_address: int = setting(100, "Connections from one client address.", min=1)
@@ -219,25 +220,34 @@ class ServerConfig:
         restart=True,
     )
     archive_min_request_interval: float = setting(
-        0.0, "Minimum seconds between requests per peer.", min=0, unit="seconds"
+        0.0,
+        "Minimum seconds between requests per peer.",
+        min=0,
+        unit="seconds",
+        restart=True,
     )
-    archive_retention_days: int = setting(30, "Delete archived envelopes older than this.", min=0)
+    archive_retention_days: int = setting(
+        30, "Delete archived envelopes older than this.", min=0, restart=True
+    )
     archive_min_pow: float = setting(
         archive_defaults.DEFAULT_MIN_POW,
         "Minimum proof of work of archived envelopes (Status used 0.001; geth 0.2).",
         min=0,
+        restart=True,
     )
     archive_max_bytes_per_address: int = setting(
         archive_defaults.DEFAULT_MAX_BYTES_PER_ADDRESS,
         "Envelope bytes the archive keeps from one client address (IPv6: its prefix).",
         min=0,
         unit="bytes",
+        restart=True,
     )
     archive_max_bytes: int = setting(
         archive_defaults.DEFAULT_MAX_BYTES,
         "Envelope bytes the archive keeps in all.",
         min=0,
         unit="bytes",
+        restart=True,
     )
     archive_disk_free: int = setting(
         archive_defaults.DEFAULT_MIN_DISK_FREE,
@@ -246,6 +256,7 @@ class ServerConfig:
         " low-disk mode).",
         min=0,
         unit="bytes",
+        restart=True,
     )
     #: docs/transit.md; the relay's own defaults (transit/config.py) are the options'
     transit: bool = setting(
@@ -291,6 +302,7 @@ class ServerConfig:
         "Bytes held for one relayed pair; a receiver that does not read stops its sender.",
         min=8192,
         unit="bytes",
+        restart=True,
     )
     transit_max_bytes_per_address_per_day: int | None = setting(
         _RELAY.max_bytes_per_address_per_day,

@@ -97,3 +97,5 @@ def test_the_units_command_reads_the_example_settings(tmp_path: Path) -> None:
     assert settings["data_dir"] == "/var/lib/pigeonhole" == found["WorkingDirectory"][0]
     assert (settings["host"], settings["port"], settings["blur_usage"]) == ("::", 4000, 3600)
     assert found["KillSignal"] == ["SIGTERM"]
+    # `systemctl reload` sends SIGHUP, which serve takes as "read the settings again"
+    assert found["ExecReload"] == ["/bin/kill -HUP $MAINPID"]

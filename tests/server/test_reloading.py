@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from pigeonhole.config import ServerConfig
@@ -67,3 +68,11 @@ def test_what_the_issue_names_as_restart_only_is_and_the_live_list_is_not() -> N
         "--transit-max-bytes-per-address-per-day",
     }  # fmt: skip
     assert not live & needs
+
+
+def test_the_operations_guide_lists_the_restart_only_settings() -> None:
+    """docs/operations.md, "Reload", names every restart-only option and no other."""
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    section = guide.split("\n## Reload\n", 1)[1].split("\n## ", 1)[0]
+    para = section.split("What cannot is logged", 1)[1].split("\n- ", 1)[0]
+    assert re.findall(r"`(--[a-z0-9-]+)`", para) == restart_only()

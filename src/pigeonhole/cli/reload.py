@@ -20,12 +20,13 @@ import click
 from pigeonhole.cli.config_file import FILE_KEYS, FILE_PATH
 from pigeonhole.cli.options import build
 from pigeonhole.config import ServerConfig
+from pigeonhole.server.reloader import ReloadError
 
 #: `ctx.meta` key of the arguments the command was parsed from
 ARGUMENTS = "pigeonhole.arguments"
 
 
-class ConfigError(Exception):
+class ConfigError(ReloadError):
     """Settings that cannot be used; the message says what and where."""
 
 

@@ -1,4 +1,5 @@
-"""`pigeonhole serve`: options -> ServerConfig -> the server, until SIGTERM/SIGINT.
+"""`pigeonhole serve`: options -> ServerConfig -> the server, until SIGTERM/SIGINT; on
+SIGHUP the options are read again the same way (cli/reload.py).
 
 The options are made from ServerConfig's declarations (cli/options.py); only
 `--config` and `--check-config` belong to the command itself.
@@ -15,8 +16,9 @@ import click
 from pigeonhole.cli.config_file import config_option
 from pigeonhole.cli.logs import setup_logging
 from pigeonhole.cli.options import build, setting_options
-from pigeonhole.cli.reload import RecordingCommand
+from pigeonhole.cli.reload import ConfigReader, RecordingCommand
 from pigeonhole.config import ServerConfig
+from pigeonhole.server.rules import RuleError
 from pigeonhole.server.run import run
 from pigeonhole.store.errors import StoreError
 
@@ -40,9 +42,10 @@ def serve(check_config: bool, **values: Any) -> None:
     if check_config:
         click.echo(json.dumps(settings(config), indent=2))
         return
+    reader = ConfigReader.of(click.get_current_context(), refuse_contradictions)
     try:
-        run(config)
-    except StoreError as err:
+        run(config, reader.read)
+    except (StoreError, RuleError) as err:
         raise click.ClickException(str(err)) from err
 
 

@@ -47,6 +47,11 @@ class Ledger:
     def limits(self) -> Limits:
         return self._limits
 
+    @limits.setter
+    def limits(self, limits: Limits) -> None:
+        """New bounds (a reload): what is held stays; what comes next is checked by them."""
+        self._limits = limits
+
     # -- checks (before anything changes) ------------------------------------------
 
     def check_nameplate(self, owner: str) -> None:

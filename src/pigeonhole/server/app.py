@@ -29,6 +29,8 @@ from pigeonhole.server.core import Clock
 from pigeonhole.server.doors import Doors
 from pigeonhole.server.front_door import FrontDoor
 from pigeonhole.server.listen import ALL_ADDRESSES, dual_stack_socket, tls_context
+from pigeonhole.server.reloader import ReadConfig, Reloader
+from pigeonhole.server.reloading import ReloadResult
 from pigeonhole.server.routes import make_public_app
 from pigeonhole.server.status import StatusRings
 from pigeonhole.server.timers import start_jobs
@@ -48,9 +50,14 @@ USAGE_SIZE_INTERVAL = 60.0
 
 
 class MailboxServer:
-    def __init__(self, config: ServerConfig, clock: Clock = time.time) -> None:
-        #: what every part shares (server/context.py)
+    def __init__(
+        self, config: ServerConfig, clock: Clock = time.time, read_config: ReadConfig | None = None
+    ) -> None:
+        #: what every part shares (server/context.py); a bad --deny-file: RuleError
         self.ctx = build_context(config, clock)
+        #: SIGHUP: the settings read again by `read_config` (as `serve` read them), and
+        #: the rules (server/reloader.py)
+        self.reloader = Reloader(self.ctx, read_config)
         self.app = make_public_app(self.ctx)
         #: the live status page's rings, and the admin listener that serves it (and
         #: /metrics); `admin_port` is the bound port once started (None: no listener)
@@ -185,6 +192,11 @@ class MailboxServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    async def reload(self, read: ReadConfig | None = None) -> ReloadResult:
+        """Read the settings (by `read`, or as at start) and the rules again, and take
+        them without a restart (server/reloader.py); a bad file changes nothing."""
+        return await self.reloader.reload(read)
 
     # -- timers -------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from pigeonhole.protocol.session import CLOSE_POLICY, Frame, Session, Step, erro
 from pigeonhole.protocol.welcome import welcome_body, your_address
 from pigeonhole.server.context import ServerContext
 from pigeonhole.server.outbox import Barrier, Outbox
+from pigeonhole.server.rules import close_reason
 from pigeonhole.server.websocket import MailboxSocket
 from pigeonhole.store.group_commit import Commit
 
@@ -32,14 +33,20 @@ _PERMISSION_TYPES = frozenset({"submit-permissions", "submit-permission"})
 
 
 def welcome_for(
-    c: ServerConfig, host: str, port: int | None, permission_required: dict[str, object]
+    c: ServerConfig,
+    host: str,
+    port: int | None,
+    permission_required: dict[str, object],
+    notice: str | None = None,
 ) -> dict[str, object]:
-    """The welcome body for a client at (host, port), with its permission challenge."""
+    """The welcome body for a client at (host, port), with its permission challenge; a
+    notice rule's message (server/rules.py) comes first in the motd, then `--motd`."""
     extra: dict[str, object] = {"permission-required": permission_required}
     if c.disallow_list:
         extra["list-disabled"] = True
+    motd = c.motd if notice is None else notice if c.motd is None else f"{notice}\n\n{c.motd}"
     return welcome_body(
-        motd=c.motd,
+        motd=motd,
         signal_error=c.signal_error,
         advertise_version=c.advertise_version,
         address=your_address(host, port),
@@ -53,6 +60,7 @@ class Connection:
         "_close_request",
         "address",
         "ctx",
+        "host",
         "outbox",
         "session",
         "socket",
@@ -65,9 +73,12 @@ class Connection:
         client: str,
         host: str,
         port: int | None,
+        notice: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.socket = socket
+        #: the address the server believes (after trusted proxies): what rules match
+        self.host = host
         #: the client as every limit, quota and log counts it (pigeonhole/clients.py: an
         #: IPv6 client is its prefix); only the welcome's `your-address` gets `host`
         self.address = client
@@ -98,7 +109,7 @@ class Connection:
         )
         self._close_request: tuple[int, str] | None = None
         # the handshake is done: the welcome goes out now and is not kept
-        welcome = welcome_for(config, host, port, permission_required)
+        welcome = welcome_for(config, host, port, permission_required, notice)
         self.outbox.put({"type": "welcome", "welcome": welcome})
 
     def connection_lost(self) -> None:
@@ -153,6 +164,15 @@ class Connection:
         self.ctx.events.refused(TOO_MANY_COMMANDS, self)
         self._close_request = (CLOSE_POLICY, TOO_MANY_COMMANDS)
         self.ctx.tasks.spawn(self.close(CLOSE_POLICY, TOO_MANY_COMMANDS))
+
+    def deny(self, reason: str) -> None:
+        """A reload's rules deny this client now: the reason in an `error` (the CLIs
+        print it and stop), then closed; nothing it sends from now on is acted on."""
+        self.outbox.put({"type": "error", "error": reason, "orig": {}})
+        self.ctx.metrics.denied_by_rule["mailbox"] += 1
+        self.ctx.events.event("closing connection denied by a rule", self, reason=reason)
+        self._close_request = (CLOSE_POLICY, reason)
+        self.ctx.tasks.spawn(self.close(CLOSE_POLICY, close_reason(reason)))
 
     def emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
         """Send what a step decided: replies that wait for its writes wait for `barrier`

@@ -25,6 +25,11 @@ class Metrics:
     commit_buckets: list[int] = field(default_factory=lambda: [0] * len(COMMIT_BUCKETS))
     commit_count: int = 0
     commit_sum: float = 0.0
+    #: clients refused by a deny rule, by door; welcomes that carried a notice rule's
+    #: message; reloads by result (server/rules.py, server/reloader.py)
+    denied_by_rule: Counter[str] = field(default_factory=Counter)
+    notices_sent: int = 0
+    reloads: Counter[str] = field(default_factory=Counter)
 
     def count_command(self, mtype: str) -> None:
         # bound the label set: unknown types are counted under one label

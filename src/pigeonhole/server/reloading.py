@@ -87,3 +87,26 @@ def restart_only(config_type: type[Any] = ServerConfig) -> list[str]:
         elif setting is None and dataclasses.is_dataclass(hints[item.name]):
             found += restart_only(hints[item.name])
     return found
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    """What the last reload did, for the log and the status page."""
+
+    #: wall-clock time it finished
+    at: float
+    ok: bool
+    #: one line: what changed, or what was wrong (the file and line at fault)
+    summary: str
+    changed: tuple[str, ...] = ()
+    needs_restart: tuple[str, ...] = ()
+    rules: int = 0
+    #: open mailbox connections of newly denied addresses, closed with the reason
+    closed: int = 0
+    #: seconds the event loop spent taking the new settings (the reading is off the loop)
+    pause: float = 0.0
+    #: seconds the reading took, in a worker thread
+    read: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -29,7 +29,7 @@ import functools
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 Verb = Literal["deny", "notice"]
 VERBS: tuple[Verb, ...] = ("deny", "notice")
@@ -266,5 +266,25 @@ def load_rules(path: Path) -> RuleSet:
     return parse_rules(text, str(path))
 
 
+#: a WebSocket close frame's reason holds at most this many bytes of UTF-8 (RFC 6455)
+CLOSE_REASON_BYTES = 123
+
+
+def close_reason(text: str) -> str:
+    """`text` cut to what a close frame's reason holds, on a character boundary."""
+    cut = text.encode()[:CLOSE_REASON_BYTES]
+    return cut.decode("utf-8", "ignore")
+
+
 #: no rules: what a server without --deny-file matches against
 NO_RULES = RuleSet()
+
+
+class _RuleSource(Protocol):
+    @property
+    def deny_file(self) -> Path | None: ...
+
+
+def read_rules(config: _RuleSource) -> RuleSet:
+    """The rules of a config's `--deny-file` (none without one); RuleError when bad."""
+    return NO_RULES if config.deny_file is None else load_rules(config.deny_file)

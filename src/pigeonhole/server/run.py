@@ -1,4 +1,5 @@
-"""Running a server as a process does: until SIGTERM or SIGINT, then a clean stop.
+"""Running a server as a process does: until SIGTERM or SIGINT, then a clean stop;
+SIGHUP reloads the settings and the rules (server/reloader.py).
 
 `run(config)` is what `pigeonhole serve` calls once its options are a ServerConfig
 (uvicorn's Config -> Server.run shape): the event loop (uvloop when installed), the
@@ -15,35 +16,48 @@ import signal
 
 from pigeonhole.config import ServerConfig
 from pigeonhole.server.app import MailboxServer
+from pigeonhole.server.reloader import ReadConfig
 
 log = logging.getLogger("pigeonhole.serve")
 
 #: the signals that stop the server (systemd sends SIGTERM; Ctrl-C is SIGINT)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: the signal that reloads (`systemctl reload` sends it: the unit's ExecReload)
+RELOAD_SIGNAL = signal.SIGHUP
 
 
-def run(config: ServerConfig) -> None:
-    """Serve `config` until a stop signal (blocks; the main thread only)."""
+def run(config: ServerConfig, read_config: ReadConfig | None = None) -> None:
+    """Serve `config` until a stop signal (blocks; the main thread only); on SIGHUP the
+    settings are read again by `read_config` (None: only the rules) and taken live."""
     _install_uvloop()
-    asyncio.run(serve_until_signalled(config))
+    asyncio.run(serve_until_signalled(config, read_config))
 
 
-async def serve_until_signalled(config: ServerConfig) -> None:
-    """Start the server, wait for SIGTERM or SIGINT, stop it (also if starting failed)."""
+async def serve_until_signalled(
+    config: ServerConfig, read_config: ReadConfig | None = None
+) -> None:
+    """Start the server, wait for SIGTERM or SIGINT, stop it (also if starting failed);
+    each SIGHUP meanwhile reloads the settings and the rules (server/reloader.py)."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    server = MailboxServer(config, read_config=read_config)
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stopping.set)
-    server = MailboxServer(config)
+    loop.add_signal_handler(RELOAD_SIGNAL, _reload, server)
     try:
         await server.start()
         _tune_gc()
         await stopping.wait()
         log.info("signal received, shutting down")
     finally:
-        for sig in STOP_SIGNALS:
+        for sig in (*STOP_SIGNALS, RELOAD_SIGNAL):
             loop.remove_signal_handler(sig)
         await server.stop()
+
+
+def _reload(server: MailboxServer) -> None:
+    log.info("SIGHUP received: reading the settings and rules again")
+    server.ctx.tasks.spawn(server.reload())
 
 
 def _install_uvloop() -> None:

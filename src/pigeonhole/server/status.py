@@ -288,6 +288,8 @@ def status_json(server: ServerContext, rings: StatusRings) -> dict[str, Any]:
         "transit": _transit(server, hour),
         # malformed input since start, most first: [door, kind, count]
         "bad_input": _bad_input(snap),
+        "rules": _rules(server, snap),
+        "reload": None if server.settings.reloaded is None else server.settings.reloaded.as_json(),
         "commits": {
             "recent_mean_ms": recent_mean,
             "recent_p99_ms": recent_p99,
@@ -364,6 +366,19 @@ def _bad_input(snap: Snapshot) -> list[list[Any]]:
     assert isinstance(counts, Mapping)
     ranked = sorted(counts.items(), key=lambda item: -item[1])
     return [[door, kind, int(n)] for (door, kind), n in ranked]
+
+
+def _rules(server: ServerContext, snap: Snapshot) -> dict[str, Any]:
+    """The --deny-file's rules in force, and who they denied (by door) and noticed."""
+    deny_file = server.config.deny_file
+    loaded = snap.by_label("pigeonhole_rules")
+    return {
+        "file": None if deny_file is None else str(deny_file),
+        "deny": int(loaded.get("deny", 0)),
+        "notice": int(loaded.get("notice", 0)),
+        "denied": {k: int(n) for k, n in snap.by_label("pigeonhole_denied_by_rule_total").items()},
+        "notices_sent": int(snap.number("pigeonhole_notices_sent_total")),
+    }
 
 
 def _top(counts: Counter[str]) -> list[list[Any]]:

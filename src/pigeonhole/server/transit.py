@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from pigeonhole.clients import client_key
 from pigeonhole.config import ServerConfig
 from pigeonhole.protocol import effects as fx
 from pigeonhole.server.listen import ALL_ADDRESSES
+from pigeonhole.server.rules import Deny, RuleSet
 from pigeonhole.transit import TransitConfig, TransitRelay, UsageRecord
 from pigeonhole.transit.peers import Address, Found, format_address, parse_address
 
@@ -50,6 +52,26 @@ def transit_config(c: ServerConfig) -> TransitConfig:
         blur_usage=c.blur_usage or 0,
         log_summary_interval=c.log_summary_interval,
     )
+
+
+class RuleHolder(Protocol):
+    """Where the deny rules in force are (server/settings.py's Settings)."""
+
+    @property
+    def rules(self) -> RuleSet: ...
+
+
+def admits(settings: RuleHolder, denied: Counter[str]) -> Callable[[str], bool]:
+    """The TCP relay's check of a new connection's peer: a denied one is closed at once
+    (it is counted in `denied`, by door); WebSocket clients are checked at the door."""
+
+    def admit(host: str) -> bool:
+        if isinstance(settings.rules.match(host), Deny):
+            denied["tcp relay"] += 1
+            return False
+        return True
+
+    return admit
 
 
 class Committer(Protocol):
@@ -102,6 +124,7 @@ class TransitService:
         committer: Committer,
         waiting: WaitingFactory | None = None,
         clock: Callable[[], float] = time.time,
+        admit: Callable[[str], bool] = lambda host: True,
     ) -> None:
         self.config = config
         self._committer = committer
@@ -114,9 +137,16 @@ class TransitService:
             usage=self._usage,
             address_key=lambda host: client_key(host, prefix),
             clock=clock,
+            admit=admit,
         )
         #: the TCP port bound (the configured one, or the one picked for port 0)
         self.port: int | None = None
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """A reload's settings: the relay's caps and timeouts hold for what comes next
+        (its listeners, and the pair buffer its pipes were sized by, stay as started)."""
+        self.config = config
+        self.relay.reconfigure(transit_config(config))
 
     def _usage(self, record: UsageRecord) -> None:
         """A relay connection or pair ended: its record joins the next commit (not awaited:

@@ -25,9 +25,10 @@ from pigeonhole.server.events import Events, Tasks
 from pigeonhole.server.health import StorageHealth
 from pigeonhole.server.log_summary import LogSummary
 from pigeonhole.server.metrics import Metrics
+from pigeonhole.server.rules import read_rules
 from pigeonhole.server.settings import Settings, Uptime
 from pigeonhole.server.storage import make_storage
-from pigeonhole.server.transit import TransitService
+from pigeonhole.server.transit import TransitService, admits
 from pigeonhole.store.group_commit import GroupCommitter
 
 log = logging.getLogger("pigeonhole.server")
@@ -43,7 +44,8 @@ SECURE_RANDOMNESS = Randomness(secrets.choice, secrets.randbelow, new_mailbox_id
 
 def build_context(config: ServerConfig, clock: Clock = time.time) -> ServerContext:
     """The context of a server with `config`, reading the time from `clock`."""
-    settings = Settings(config)
+    #: the settings in force and the rules of their --deny-file (a bad file: RuleError)
+    settings = Settings(config, read_rules(config))
     metrics = Metrics()
     events = Events(settings, metrics, LogSummary(log, time.monotonic))
     permissions = PermissionPolicy(
@@ -78,7 +80,13 @@ def build_context(config: ServerConfig, clock: Clock = time.time) -> ServerConte
         uptime=Uptime(),
     )
     transit = (
-        TransitService(config, committer, storage.transit_waiting(), clock)
+        TransitService(
+            config,
+            committer,
+            storage.transit_waiting(),
+            clock,
+            admit=admits(settings, metrics.denied_by_rule),
+        )
         if config.transit
         else None
     )

@@ -38,6 +38,10 @@ def _ignore(record: UsageRecord) -> None:
     return None
 
 
+def _anyone(host: str) -> bool:
+    return True
+
+
 def plain_address(host: str) -> str:
     """The default address key: the peer's host as given (the server maps IPv6 to /64)."""
     return host
@@ -63,9 +67,13 @@ class TransitRelay:
         splice: bool = True,
         directory: Directory | None = None,
         clock: Callable[[], float] = time.time,
+        admit: Callable[[str], bool] = _anyone,
     ) -> None:
         #: where relays sharing pairs record waiting connections (peers.py); None: alone
         self.directory = directory
+        #: asked with a TCP peer's address before anything else: False closes it at once
+        #: (the server's deny rules); WebSocket clients are checked at the server's door
+        self.admit = admit
         self.clock = clock
         self.config = config or TransitConfig()
         self._usage = usage
@@ -114,6 +122,9 @@ class TransitRelay:
             except OSError:  # out of descriptors: retried in a while, not on every turn
                 self._pause_accepting(listener)
                 return
+            if not self.admit(str(peer[0])):
+                conn.close()  # denied by a rule: a plain close, nothing read
+                continue
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             endpoint = TcpEndpoint(hub.loop, conn, hub, self.config.close_timeout)
             party = hub.open(endpoint, self.address_key(str(peer[0])))
@@ -152,6 +163,13 @@ class TransitRelay:
         if rest:
             endpoint.data_received(rest)
         return endpoint
+
+    def reconfigure(self, config: TransitConfig) -> None:
+        """Take new bounds (a reload): what comes next is held to them. The pair buffer
+        (its pipes are sized once) and the sweep interval stay as started."""
+        self.config = config
+        if self._hub is not None:
+            self._hub.config = self._hub.core.config = config
 
     def pair_across(self, directory: Directory) -> None:
         """From now on, sides that wait here are recorded in `directory`, shared with other
