@@ -224,7 +224,6 @@ class ServerConfig:
         "Minimum seconds between requests per peer.",
         min=0,
         unit="seconds",
-        restart=True,
     )
     archive_retention_days: int = setting(
         30, "Delete archived envelopes older than this.", min=0, restart=True
@@ -233,21 +232,18 @@ class ServerConfig:
         archive_defaults.DEFAULT_MIN_POW,
         "Minimum proof of work of archived envelopes (Status used 0.001; geth 0.2).",
         min=0,
-        restart=True,
     )
     archive_max_bytes_per_address: int = setting(
         archive_defaults.DEFAULT_MAX_BYTES_PER_ADDRESS,
         "Envelope bytes the archive keeps from one client address (IPv6: its prefix).",
         min=0,
         unit="bytes",
-        restart=True,
     )
     archive_max_bytes: int = setting(
         archive_defaults.DEFAULT_MAX_BYTES,
         "Envelope bytes the archive keeps in all.",
         min=0,
         unit="bytes",
-        restart=True,
     )
     archive_disk_free: int = setting(
         archive_defaults.DEFAULT_MIN_DISK_FREE,
@@ -256,7 +252,6 @@ class ServerConfig:
         " low-disk mode).",
         min=0,
         unit="bytes",
-        restart=True,
     )
     #: docs/transit.md; the relay's own defaults (transit/config.py) are the options'
     transit: bool = setting(

@@ -175,7 +175,7 @@ async def test_a_bad_file_changes_nothing_and_says_where(
         assert shown["figures"]["pigeonhole_reloads_total"] == {"refused": 1}
 
 
-async def test_the_relay_takes_its_new_caps_and_the_policy_its_new_bits(
+async def test_the_policy_ledger_relay_and_archive_take_their_new_bounds(
     files: Files, clock: FakeClock
 ) -> None:
     files.write('permissions = "hashcash"\nhashcash-bits = 10\n', "")
@@ -184,7 +184,7 @@ async def test_the_relay_takes_its_new_caps_and_the_policy_its_new_bits(
         assert first.welcome["permission-required"]["hashcash"]["bits"] == 10
         files.write(
             'permissions = "hashcash"\nhashcash-bits = 12\ntransit-max-rate = 5000\n'
-            "max-stored-bytes = 4096\n",
+            "max-stored-bytes = 4096\narchive-max-bytes = 8192\narchive-min-pow = 0.5\n",
             "",
         )
         assert (await srv.reload()).ok
@@ -193,5 +193,9 @@ async def test_the_relay_takes_its_new_caps_and_the_policy_its_new_bits(
         assert srv.ctx.ledger.limits.max_stored_bytes == 4096
         assert srv.ctx.transit is not None
         assert srv.ctx.transit.relay.config.max_rate_bytes_per_second == 5000
+        assert srv.ctx.archive is not None
+        assert srv.ctx.archive.figures()["max_bytes"] == 8192
+        assert srv.ctx.archive.quota.max_bytes == 8192
+        assert srv.ctx.archive.config.min_pow == 0.5
         for client in (first, second):
             await client.disconnect()

@@ -82,6 +82,17 @@ class ArchiveService:
         self._sockets: set[web.WebSocketResponse] = set()
         self._retention: asyncio.Task[None] | None = None
 
+    def reconfigure(self, config: ArchiveConfig) -> None:
+        """A reload's bounds: the quotas, the proof of work, the request interval and the
+        disk floor hold for what comes next (the key, the path and the retention task
+        stay as started)."""
+        self.config = config
+        self.quota.max_bytes_per_address = config.max_bytes_per_address
+        self.quota.max_bytes = config.max_bytes
+        if self._core is not None:
+            self._core.config = config
+            self._core.limiter.interval = config.min_request_interval
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         key = await loop.run_in_executor(None, sym_key_from_password, self.config.password)

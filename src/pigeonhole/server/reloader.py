@@ -24,6 +24,7 @@ from pigeonhole.config import ServerConfig
 from pigeonhole.server.context import ServerContext
 from pigeonhole.server.reloading import ReloadResult, applicable, changes
 from pigeonhole.server.rules import Deny, RuleError, RuleSet, read_rules
+from pigeonhole.server.wiring import archive_config
 
 log = logging.getLogger("pigeonhole.reload")
 
@@ -112,7 +113,8 @@ class Reloader:
 
     def _apply(self, old: ServerConfig, new: ServerConfig) -> None:
         """What parts made at start hold of the settings, set to the new ones (the rest
-        read `settings.current` when they act)."""
+        read `settings.current` when they act): the log level, the permission policy, the
+        ledger's limits, the disk watermark, the relay's and the archive's bounds."""
         ctx = self._ctx
         if new.log_level != old.log_level:
             logging.getLogger().setLevel(new.log_level.upper())
@@ -125,6 +127,8 @@ class Reloader:
         ctx.health.disk.watermark = new.disk_free_watermark
         if ctx.transit is not None:
             ctx.transit.reconfigure(new)
+        if ctx.archive is not None:
+            ctx.archive.reconfigure(archive_config(new))
 
     def _close_denied(self, rules: RuleSet) -> int:
         """Open mailbox connections the rules deny: the reason in an `error`, then closed."""
