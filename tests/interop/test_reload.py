@@ -48,7 +48,7 @@ def test_a_waiting_send_completes_after_a_reload(net: Net, codes: Codes, tmp_pat
         harness = Harness(net, server, tmp_path / "run", codes)
 
         def reload() -> None:
-            toml.write_text('motd = "after"\nmax-creations = 6\nport = 1\n')
+            toml.write_text('motd = "after"\nmax-creations = 6\ncommit-sync = "loop"\n')
             rules.write_text(f"deny 203.0.113.0/24 {REASON}\nnotice 198.51.100.7 hello\n")
             server.signal(signal.SIGHUP)
             wait_for_log(server, "reloaded:")
@@ -59,8 +59,7 @@ def test_a_waiting_send_completes_after_a_reload(net: Net, codes: Codes, tmp_pat
         log = server.log_text()
         assert "reload: --motd before -> after" in log
         assert "--max-creations 4 -> 6" in log
-        # `port` is on the command line (Server passes --port): the file's loses to it
-        assert "needs a restart" not in log
+        assert "--commit-sync process -> loop needs a restart" in log
         # a broken file now: nothing changes, the line at fault is logged
         rules.write_text("deny 203.0.113.0/24 fine\ndeny 10.0.0.1/8 a typo\n")
         server.signal(signal.SIGHUP)

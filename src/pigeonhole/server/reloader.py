@@ -90,7 +90,7 @@ class Reloader:
         for change in live:
             log.info("reload: %s", change)
         for change in later:
-            log.warning("reload: %s needs a restart; kept %s", change, change.option)
+            log.warning("reload: %s needs a restart; the running value is kept", change)
         summary = (
             f"{len(live)} settings changed, {len(later)} need a restart;"
             f" {rules.denies} deny and {rules.notices} notice rules; {closed} closed"
