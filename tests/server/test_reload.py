@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -199,3 +200,30 @@ async def test_the_policy_ledger_relay_and_archive_take_their_new_bounds(
         assert srv.ctx.archive.config.min_pow == 0.5
         for client in (first, second):
             await client.disconnect()
+
+
+@pytest.mark.sqlite_only
+async def test_a_reload_while_the_store_is_stuck_takes_effect_and_loses_nothing(
+    files: Files, clock: FakeClock
+) -> None:
+    """The store helper stopped with a claim in its pipe: the reload does not wait for
+    storage; the new motd is served at once, and the claim is answered once it resumes."""
+    files.write('motd = "before"\n', "")
+    async with served(files, clock) as srv:
+        helper = srv.ctx.storage.helper
+        assert helper is not None and helper.pid is not None
+        waiting = await client_at(srv, "192.0.2.20", "waiting")
+        os.kill(helper.pid, signal.SIGSTOP)  # our own server's child
+        try:
+            await waiting.send("claim", nameplate="3")
+            files.write('motd = "after"\n', f"deny 203.0.113.0/24 {DENIED}\n")
+            result = await asyncio.wait_for(srv.reload(), 10)
+            assert result.ok and result.changed == ("--motd before -> after",)
+            fresh = await open_client(srv.url)
+            assert fresh.welcome["motd"] == "after"
+            await fresh.disconnect()
+        finally:
+            os.kill(helper.pid, signal.SIGCONT)
+        await waiting.expect_ack()
+        assert (await waiting.next())["type"] == "claimed"
+        await waiting.disconnect()
