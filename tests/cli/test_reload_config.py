@@ -4,6 +4,7 @@ and a clear error, with the line at fault, for what cannot be used."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from pigeonhole.cli.reload import ConfigError, ConfigReader
 from pigeonhole.cli.serve import ENV_PREFIX, refuse_contradictions, serve
+from tests.support.process import PIGEONHOLE
 
 
 @pytest.fixture(autouse=True)
@@ -79,3 +81,26 @@ def test_unknown_keys_contradictions_and_a_missing_file_are_refused(tmp_path: Pa
     path.unlink()
     with pytest.raises(ConfigError, match="does not exist"):
         reader(path).read()
+
+
+def test_serve_refuses_a_bad_rule_file_at_start_with_its_line(tmp_path: Path) -> None:
+    rules = tmp_path / "deny.txt"
+    rules.write_text("deny 10.0.0.0/8 fine\nnotice 10.1.2.3/8 a typo\n")
+    ports = ["--port", "0", "--admin-port", "0", "--transit-port", "0"]
+    result = subprocess.run(
+        [
+            *PIGEONHOLE,
+            "serve",
+            *ports,
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--deny-file",
+            str(rules),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert f"{rules}:2: 10.1.2.3/8 has host bits set (the network is 10.0.0.0/8)" in (result.stderr)
+    assert "Traceback" not in result.stderr
