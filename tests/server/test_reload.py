@@ -125,6 +125,7 @@ async def test_a_reload_closes_the_newly_denied_and_no_other(
         files.write("", f"deny 198.51.100.0/24 already denied\ndeny 203.0.113.0/24 {DENIED}\n")
         result = await srv.reload()
         assert result.ok and result.closed == 1, result
+        assert (await srv.reload()).closed == 0  # told and closing already: not twice
         error = await doomed.next()
         assert error["type"] == "error" and error["error"] == DENIED and error["orig"] == {}
         with pytest.raises(ConnectionClosed):

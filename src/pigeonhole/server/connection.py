@@ -165,14 +165,18 @@ class Connection:
         self._close_request = (CLOSE_POLICY, TOO_MANY_COMMANDS)
         self.ctx.tasks.spawn(self.close(CLOSE_POLICY, TOO_MANY_COMMANDS))
 
-    def deny(self, reason: str) -> None:
+    def deny(self, reason: str) -> bool:
         """A reload's rules deny this client now: the reason in an `error` (the CLIs
-        print it and stop), then closed; nothing it sends from now on is acted on."""
+        print it and stop), then closed; nothing it sends from now on is acted on.
+        False: it was closing already."""
+        if self._close_request is not None:
+            return False
         self.outbox.put({"type": "error", "error": reason, "orig": {}})
         self.ctx.metrics.denied_by_rule["mailbox"] += 1
         self.ctx.events.event("closing connection denied by a rule", self, reason=reason)
         self._close_request = (CLOSE_POLICY, reason)
         self.ctx.tasks.spawn(self.close(CLOSE_POLICY, close_reason(reason)))
+        return True
 
     def emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
         """Send what a step decided: replies that wait for its writes wait for `barrier`

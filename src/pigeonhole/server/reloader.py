@@ -137,7 +137,6 @@ class Reloader:
         closed = 0
         for conn in list(self._ctx.clients):
             rule = rules.match(conn.host)
-            if isinstance(rule, Deny):
-                conn.deny(rule.reason)
+            if isinstance(rule, Deny) and conn.deny(rule.reason):
                 closed += 1
         return closed
