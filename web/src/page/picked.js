@@ -53,9 +53,11 @@ export function describe(picked) {
   if (picked === null) return "";
   if (picked.kind === "file") return `File to send: ${picked.file.name} (${bytes(picked.file.size)}); the text is not sent.`;
   const total = picked.files.reduce((n, { file }) => n + file.size, 0);
-  const what = picked.name === LOOSE_FILES ? `${picked.files.length} files` : `Folder ${picked.name} (${picked.files.length} files`;
-  const close = picked.name === LOOSE_FILES ? ` (${bytes(total)})` : `, ${bytes(total)})`;
-  return `To send: ${what}${close}, as a folder named ${picked.name}; the text is not sent.`;
+  const count = `${picked.files.length} files`;
+  if (picked.name === LOOSE_FILES) {
+    return `To send: ${count} (${bytes(total)}), as a folder named ${LOOSE_FILES}; the text is not sent.`;
+  }
+  return `Folder to send: ${picked.name} (${count}, ${bytes(total)}); the text is not sent.`;
 }
 
 // Every file under `entry`, each with its path: `prefix`, then its own place.

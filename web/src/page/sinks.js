@@ -143,11 +143,16 @@ export async function workerSink(registration, offer) {
 
 function startDownload(url) {
   // a link to a URL in the worker's scope: the worker answers it as an attachment, so the
-  // page stays. (Not `download`: Chromium then fetches it past the worker. Not an iframe:
-  // the Content-Security-Policy allows no frame.)
+  // page stays. (Not `download` in general: Chromium then fetches it past the worker. Not
+  // an iframe: the Content-Security-Policy allows no frame.) Firefox is the exception: a
+  // navigation that turns into a download stops the page's network work as it begins,
+  // the transit worker's WebSocket among it (the relay then sees it close before its
+  // handshake, or mid-transfer), while a `download` link is no navigation and its worker
+  // still answers it (docs/web.md, "Firefox and WebKit").
   const link = document.createElement("a");
   link.href = url;
   link.hidden = true;
+  if (/\bFirefox\//.test(navigator.userAgent)) link.download = "";
   document.body.append(link);
   link.click();
   link.remove();
