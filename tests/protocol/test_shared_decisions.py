@@ -173,3 +173,17 @@ def test_allocation_decides_on_what_short_names_read() -> None:
     rz.release("app", "4", "x", NOW, out)
     assert rz.allocate("app", "b", NOW, out) == "4"
     assert rz.allocate("app", "c", NOW, out) == "5000"
+
+
+def test_an_app_emptied_in_the_batch_still_allocates_from_what_was_read() -> None:
+    """A `close` that deletes the app's last loaded mailbox does not make a later
+    `allocate` of the batch forget what `channel.short_names` read (it would take 1-9,
+    all taken, and collide with the database again at every retry)."""
+    rz = _allocating(
+        ["app", [9, 90, 900], 0, "", [], ["5000"]],
+        mailboxes=[["app", "mb", False, None, 5.0]],
+        mailbox_sides=[["app", "mb", "x", True, 1.0, None]],
+    )
+    rz.close("app", "mb", "x", "happy", NOW, [])
+    assert rz.mailbox("app", "mb") is None
+    assert rz.allocate("app", "b", NOW, []) == "5000"

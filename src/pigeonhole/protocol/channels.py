@@ -118,7 +118,9 @@ class App:
     short: ShortNames = field(default_factory=ShortNames)
 
     def is_empty(self) -> bool:
-        return not self.nameplates and not self.mailboxes
+        """Nothing held; an app whose short numbers a store read (`pinned`) is kept: its
+        names are not all here, so a fresh app would take numbers that are taken."""
+        return not self.nameplates and not self.mailboxes and not self.short.pinned
 
     def put_nameplate(self, nameplate: Nameplate) -> Nameplate:
         """Add a nameplate (its name not yet here) and point its mailbox, if here, at it."""
