@@ -1,8 +1,9 @@
 """The page as people see it, page to page: on a desktop and at 390 px wide nothing
 overflows sideways and the console shows no error, at each step (a code allocated, a
-file offered, the file received). Screenshots of the three steps are taken at desktop
-width; PIGEONHOLE_UPDATE_SCREENSHOT=1 keeps them as docs/web-send.png, docs/web-receive.png
-and docs/web-done.png (docs/web.md shows them).
+file offered, the file received, a folder picked and its code given). Screenshots of the
+steps are taken at desktop width; PIGEONHOLE_UPDATE_SCREENSHOT=1 keeps them as
+docs/web-send.png (the code, its link and QR code), docs/web-receive.png, docs/web-done.png
+and docs/web-folder.png (docs/web.md shows them).
 """
 
 from __future__ import annotations
@@ -77,6 +78,28 @@ def test_web_e2e_screens(browser: Any, base_url: str, tmp_path: Path) -> None:
         shoot(receiver, "web-done.png", tmp_path)
         got = info.value.path()
         assert sha256_file(Path(got)) == sha256_file(source)
+
+        folder = tmp_path / "Holiday 2026"
+        for name, size in [
+            ("day 1/beach.jpg", 300_000),
+            ("day 2/hills.jpg", 200_000),
+            ("notes.txt", 900),
+        ]:
+            random_file((folder / name).parent, size, name=Path(name).name)
+        sender.page.reload()
+        sender.by_id("send-folder").set_input_files(str(folder))
+        sender.by_id("send-button").click()
+        code = sender.code()
+        check_layout(sender, "folder code shown", PHONE["width"], tmp_path)
+        shoot(sender, "web-folder.png", tmp_path)
+        receiver.page.reload()
+        receiver.by_id("receive-code").fill(code)
+        receiver.by_id("receive-button").click()
+        with receiver.page.expect_download() as info:
+            receiver.by_id("accept-button").click()
+        receiver.wait_state("done", timeout=60)
+        sender.wait_state("done", timeout=30)
+        assert info.value.suggested_filename == "Holiday 2026.zip"
     finally:
         sending_ctx.close()
         receiving_ctx.close()
