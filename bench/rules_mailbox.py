@@ -6,14 +6,16 @@ settings (per-address caps lifted: every client is 127.0.0.1) and runs `loadgen.
 exchanges` at one concurrency for a measured window; rounds alternate no rules and
 10,000 rules (seeded networks of both families that do not cover loopback, so every
 connection probes every prefix length and is served), and so does which goes first.
-Printed: exchanges/s per round, the best of each and their ratio, and the p99 of an
-exchange's time.
+Printed: exchanges/s per round, the best of each and their ratio, the p99 of an
+exchange's time, and the server's CPU per exchange (user + system over the run, from
+/proc: on a machine shared with other work the steadier of the two measures).
 
 Then the reload: a server with the 10,000 rules under the same load gets SIGHUP in the
-middle of its window with the settings file and the rule file rewritten (a changed motd,
-the 10,000 rules plus one). Printed: the reload's reading time (a worker thread), its
-step on the event loop (the settings and rules swapped in), both from `/status.json`,
-and the slowest exchange of that window against the same of a window without a reload.
+middle of a window, once with only the settings changed (the motd; the rule file the same
+bytes, so not parsed again) and once with the rules changed too (one added). Printed: the
+reload's reading time (a worker thread) and its step on the event loop (the settings and
+rules swapped in), both from `/status.json`, and the slowest exchange of each window
+against the same of a window without a reload.
 
     .venv/bin/python bench/rules_mailbox.py [--rounds 2] [--measure 6] [--concurrency 50]
 """
@@ -95,6 +97,11 @@ class Serve:
         with urllib.request.urlopen(url, timeout=10) as resp:
             return json.loads(resp.read())  # type: ignore[no-any-return]
 
+    def cpu(self) -> float:
+        """The server's CPU seconds so far (user + system, from /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(60)
@@ -138,50 +145,62 @@ def main() -> None:
         count = len(text.splitlines())
         rates: dict[str, list[float]] = {"none": [], "rules": []}
         slow: dict[str, list[float]] = {"none": [], "rules": []}
+        cpu: dict[str, list[float]] = {"none": [], "rules": []}
         for n in range(args.rounds):
             # the order alternates too: a server started second meets a warmer machine
             for name in ("none", "rules") if n % 2 == 0 else ("rules", "none"):
                 server = Serve(work, rules if name == "rules" else None, toml)
                 try:
+                    before = server.cpu()
                     result = load(server.port, args.concurrency, args.measure)
+                    used = server.cpu() - before
                 finally:
                     server.stop()
                 rates[name].append(rate(result, args.measure))
                 slow[name].append(p99(result["exchange_seconds"]))
+                cpu[name].append(used / max(1, result["completed_total"]))
                 print(
                     f"round {n + 1} {name:5}: {rates[name][-1]:7.1f} exchanges/s,"
-                    f" p99 {slow[name][-1] * 1000:6.1f} ms, failed {result['failed']}"
+                    f" p99 {slow[name][-1] * 1000:6.1f} ms, server CPU"
+                    f" {cpu[name][-1] * 1000:.2f} ms/exchange, failed {result['failed']}"
                 )
         none, many = max(rates["none"]), max(rates["rules"])
         print(f"best: no rules {none:.1f}/s, {count} rules {many:.1f}/s ({many / none:.2f}x)")
+        low, high = statistics.median(cpu["none"]), statistics.median(cpu["rules"])
+        print(
+            f"server CPU per exchange, medians: no rules {low * 1000:.2f} ms,"
+            f" {count} rules {high * 1000:.2f} ms ({high / low:.2f}x)"
+        )
 
         server = Serve(work, rules, toml)
         try:
             plain = load(server.port, args.concurrency, args.measure)
+            print(
+                f"no reload: slowest exchange {max(plain['exchange_seconds']) * 1000:.1f} ms,"
+                f" {rate(plain, args.measure):.1f} exchanges/s"
+            )
+            for what, extra in (("settings only", ""), ("rules changed", "deny 192.0.2.0/24 x\n")):
 
-            def hup() -> None:
-                time.sleep(2 + args.measure / 2)  # the warm-up, then mid-window
-                toml.write_text('motd = "reloaded"\n')
-                rules.write_text(text + "deny 192.0.2.0/24 one more\n")
-                server.proc.send_signal(signal.SIGHUP)
+                def hup(motd: str = what, more: str = extra) -> None:
+                    time.sleep(2 + args.measure / 2)  # the warm-up, then mid-window
+                    toml.write_text(f'motd = "{motd}"\n')
+                    rules.write_text(text + more)
+                    server.proc.send_signal(signal.SIGHUP)
 
-            sender = threading.Thread(target=hup)
-            sender.start()
-            reloaded = load(server.port, args.concurrency, args.measure)
-            sender.join()
-            shown = server.status()["reload"]
+                sender = threading.Thread(target=hup)
+                sender.start()
+                reloaded = load(server.port, args.concurrency, args.measure)
+                sender.join()
+                shown = server.status()["reload"]
+                assert shown is not None and shown["ok"], shown
+                print(
+                    f"reload, {what} ({shown['rules']} rules): read {shown['read'] * 1000:.1f} ms"
+                    f" in a worker thread, {shown['pause'] * 1000:.2f} ms on the event loop;"
+                    f" slowest exchange {max(reloaded['exchange_seconds']) * 1000:.1f} ms,"
+                    f" {rate(reloaded, args.measure):.1f} exchanges/s"
+                )
         finally:
             server.stop()
-        assert shown is not None and shown["ok"], shown
-        print(
-            f"reload under load ({shown['rules']} rules): read {shown['read'] * 1000:.1f} ms"
-            f" in a worker thread, {shown['pause'] * 1000:.2f} ms on the event loop"
-        )
-        print(
-            f"slowest exchange: {max(plain['exchange_seconds']) * 1000:.1f} ms without a"
-            f" reload, {max(reloaded['exchange_seconds']) * 1000:.1f} ms with one;"
-            f" exchanges/s {rate(plain, args.measure):.1f} and {rate(reloaded, args.measure):.1f}"
-        )
 
 
 if __name__ == "__main__":

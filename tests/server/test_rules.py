@@ -172,3 +172,16 @@ def test_ten_thousand_rules_agree_with_a_scan_of_them() -> None:
         assert got == _brute_force(networks, address), address
         hits += got is not None
     assert 200 <= hits < len(probes)  # both matches and misses were tried
+
+
+def test_a_file_read_again_unchanged_is_not_parsed_again(tmp_path: Path) -> None:
+    path = tmp_path / "deny.txt"
+    path.write_text(RULES)
+    first = load_rules(path)
+    assert load_rules(path, first) is first
+    path.write_text(RULES + "deny 192.0.2.99 one more\n")
+    second = load_rules(path, first)
+    assert second is not first and len(second) == len(first) + 1
+    other = tmp_path / "other.txt"
+    other.write_text(RULES + "deny 192.0.2.99 one more\n")
+    assert load_rules(other, second) is not second  # another file, the same bytes

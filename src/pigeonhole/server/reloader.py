@@ -50,7 +50,7 @@ class Reloader:
         config = read() if read is not None else self._ctx.settings.current
         if not isinstance(logging.getLevelName(config.log_level.upper()), int):
             raise ReloadError(f"--log-level: no level named {config.log_level!r}")
-        return config, read_rules(config)
+        return config, read_rules(config, self._ctx.settings.rules)
 
     async def reload(self, read: ReadConfig | None = None) -> ReloadResult:
         """Read and take the settings (from `read`, or the reader given at start; with
