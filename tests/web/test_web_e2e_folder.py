@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,31 @@ def test_web_e2e_folder_with_a_file_gone_fails_by_name(web_page: WebPage, tmp_pa
     message = web_page.message()
     assert '"nested/deeper/deepest/data.bin" cannot be read' in message
     assert web_page.by_id("code").inner_text().strip() == "", "a code was given for it"
+
+
+@pytest.mark.xfail(
+    reason="Chromium's tab crashes when a folder send is cancelled midway (a single file's "
+    "does not); not yet understood: docs/web.md, Known limits",
+    strict=False,
+)
+def test_web_e2e_folder_send_cancelled_midway(web_page: WebPage, cli: Cli, tmp_path: Path) -> None:
+    """Cancel while the zip is on its way: the page says so, the CLI stops without a folder,
+    and the folder on disk is untouched."""
+    source = tmp_path / "big folder"
+    for i in range(4):
+        random_file(source / f"part {i}", 40 * MIB, name=f"chunk-{i}.bin")
+    before = digests(source)
+    code = send_folder(web_page, source)
+    receiver = cli.start("receive", "receive", "--no-listen", "--accept-file", code)
+    web_page.wait_state("transferring", timeout=60)
+    progress = web_page.page.locator("#progress")
+    deadline = time.monotonic() + 60
+    while float(progress.get_attribute("value") or 0) <= 0:
+        assert time.monotonic() < deadline, web_page.message()
+        web_page.page.wait_for_timeout(20)
+    web_page.page.get_by_role("button", name="Cancel").click()
+    web_page.wait_state("failed", timeout=30)
+    assert "Cancelled" in web_page.message()
+    assert receiver.wait(60) != 0, receiver.describe()
+    assert not (receiver.cwd / source.name).exists(), receiver.describe()
+    assert digests(source) == before
