@@ -19,7 +19,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from pigeonhole.server.context import ServerContext
-from pigeonhole.server.figures import Snapshot, declared, snapshot
+from pigeonhole.server.figure import Snapshot
+from pigeonhole.server.figures import declared, snapshot
 from pigeonhole.server.metrics import COMMIT_BUCKETS
 
 #: the histogram's name (its buckets are kept by server/metrics.py)

@@ -8,94 +8,27 @@ sources: adding a figure is one declaration here plus its source, and
 tests/server/test_figures.py fails when a declared figure is missing from any view.
 
 A figure that only exists with a part (the relay, the archive, the store helper) is
-declared with `when`; the decider's own figures (a node's batches and leadership) are
+declared with `when` (the relay's and the archive's in server/part_figures.py, the types
+in server/figure.py); the decider's own figures (a node's batches and leadership) are
 declared by the node (server/node/figures.py) and come in the snapshot as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, cast
-
 from pigeonhole.server.context import ServerContext
+from pigeonhole.server.figure import (
+    C,
+    Figure,
+    G,
+    Labelled,
+    Snapshot,
+    Sources,
+    by_one_label,
+)
+from pigeonhole.server.part_figures import PART_FIGURES
 
-#: a value: a number, or numbers by label values (one tuple entry per label)
-Labelled = Mapping[tuple[str, ...], float]
-Value = float | Labelled
-Kind = Literal["counter", "gauge"]
 #: the relay's refusals that are malformed input (its others are limits)
 TRANSIT_BAD_INPUT = ("bad_handshake", "line_too_long")
-
-
-@dataclass(frozen=True, slots=True)
-class Sources:
-    """What figures are read from, with the relay's and the archive's figures read once."""
-
-    ctx: ServerContext
-    relay: Mapping[str, Any]
-    archive: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, ctx: ServerContext) -> Sources:
-        relay = ctx.transit.stats() if ctx.transit is not None else {}
-        archive = ctx.archive.figures() if ctx.archive is not None else {}
-        return cls(ctx, relay, archive)
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    name: str
-    kind: Kind
-    help: str
-    read: Callable[[Sources], Value]
-    labels: tuple[str, ...] = ()
-    #: present only when this holds (None: always)
-    when: Callable[[ServerContext], bool] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """The figures at one instant, by name, with the commit latency histogram and the
-    decider's own figures (name, type, value)."""
-
-    values: dict[str, Value]
-    commit_buckets: tuple[int, ...]
-    commit_count: int
-    commit_sum: float
-    decider: tuple[tuple[str, str, int], ...]
-
-    def number(self, name: str) -> float:
-        value = self.values[name]
-        assert not isinstance(value, Mapping), name
-        return value
-
-    def by_label(self, name: str) -> dict[str, float]:
-        """A one-label figure as {label value: number} (empty when absent)."""
-        value = self.values.get(name)
-        if not isinstance(value, Mapping):
-            return {}
-        return {key[0]: n for key, n in value.items()}
-
-
-def _one(counts: Mapping[str, int]) -> Labelled:
-    return {(key,): n for key, n in counts.items()}
-
-
-def _relay_counts(name: str) -> Callable[[Sources], Labelled]:
-    def read(s: Sources) -> Labelled:
-        return {(str(key),): n for key, n in s.relay.get(name, {}).items()}
-
-    return read
-
-
-def _relay_number(name: str) -> Callable[[Sources], float]:
-    def read(s: Sources) -> float:
-        value = s.relay.get(name, 0)
-        assert isinstance(value, int | float)
-        return value
-
-    return read
 
 
 def bad_input(s: Sources) -> Labelled:
@@ -110,26 +43,8 @@ def bad_input(s: Sources) -> Labelled:
     return counts
 
 
-def _has_relay(ctx: ServerContext) -> bool:
-    return ctx.transit is not None and ctx.transit.port is not None
-
-
-def _has_archive(ctx: ServerContext) -> bool:
-    return ctx.archive is not None
-
-
 def _has_helper(ctx: ServerContext) -> bool:
     return ctx.storage.helper_starts() is not None
-
-
-def _archive_figure(key: str) -> Callable[[Sources], Value]:
-    """One of the archive's own figures (a number, or numbers by reason)."""
-
-    def read(s: Sources) -> Value:
-        value = s.archive[key]
-        return _one(value) if isinstance(value, dict) else cast(float, value)
-
-    return read
 
 
 def _usage_size(s: Sources) -> float:
@@ -146,9 +61,6 @@ def _disk_free(s: Sources) -> float:
     free = s.ctx.health.disk.free
     return free if free is not None else -1
 
-
-C: Kind = "counter"
-G: Kind = "gauge"
 
 FIGURES: tuple[Figure, ...] = (
     # connections and the channels alive
@@ -174,7 +86,7 @@ FIGURES: tuple[Figure, ...] = (
         "pigeonhole_exchanges_finished_total",
         C,
         "exchanges finished, by usage result",
-        lambda s: _one(s.ctx.rendezvous.results),
+        lambda s: by_one_label(s.ctx.rendezvous.results),
         ("result",),
     ),
     # commands and what was refused
@@ -183,28 +95,28 @@ FIGURES: tuple[Figure, ...] = (
         "pigeonhole_commands_total",
         C,
         "commands by type",
-        lambda s: _one(s.ctx.metrics.commands),
+        lambda s: by_one_label(s.ctx.metrics.commands),
         ("type",),
     ),
     Figure(
         "pigeonhole_errors_total",
         C,
         "errors by kind",
-        lambda s: _one(s.ctx.metrics.errors),
+        lambda s: by_one_label(s.ctx.metrics.errors),
         ("error",),
     ),
     Figure(
         "pigeonhole_permission_outcomes_total",
         C,
         "permission challenges granted, refused (bad stamp) and required (none sent)",
-        lambda s: _one(s.ctx.metrics.permissions),
+        lambda s: by_one_label(s.ctx.metrics.permissions),
         ("outcome",),
     ),
     Figure(
         "pigeonhole_limit_hits_total",
         C,
         "limit and quota refusals by kind",
-        lambda s: _one(s.ctx.metrics.limits),
+        lambda s: by_one_label(s.ctx.metrics.limits),
         ("limit",),
     ),
     Figure(
@@ -219,7 +131,7 @@ FIGURES: tuple[Figure, ...] = (
         "pigeonhole_denied_by_rule_total",
         C,
         "clients refused by a deny rule, by door",
-        lambda s: _one(s.ctx.metrics.denied_by_rule),
+        lambda s: by_one_label(s.ctx.metrics.denied_by_rule),
         ("door",),
     ),
     Figure(
@@ -233,7 +145,7 @@ FIGURES: tuple[Figure, ...] = (
         "pigeonhole_reloads_total",
         C,
         "reloads (SIGHUP) by result: ok, or refused (nothing changed)",
-        lambda s: _one(s.ctx.metrics.reloads),
+        lambda s: by_one_label(s.ctx.metrics.reloads),
         ("result",),
     ),
     Figure(
@@ -330,111 +242,7 @@ FIGURES: tuple[Figure, ...] = (
         "replays that read bodies from the store",
         lambda s: s.ctx.storage.bodies.loads,
     ),
-    # the archive
-    Figure(
-        "pigeonhole_archive_stored_bytes",
-        G,
-        "envelope bytes archived",
-        _archive_figure("stored_bytes"),
-        when=_has_archive,
-    ),
-    Figure(
-        "pigeonhole_archive_stored_bytes_limit",
-        G,
-        "--archive-max-bytes",
-        _archive_figure("max_bytes"),
-        when=_has_archive,
-    ),
-    Figure(
-        "pigeonhole_archive_stored_addresses",
-        G,
-        "client addresses with envelopes archived",
-        _archive_figure("addresses"),
-        when=_has_archive,
-    ),
-    Figure(
-        "pigeonhole_archive_disk_free_threshold_bytes",
-        G,
-        "--archive-disk-free",
-        _archive_figure("min_disk_free"),
-        when=_has_archive,
-    ),
-    *(
-        Figure(
-            f"pigeonhole_archive_{field}_total",
-            C,
-            text,
-            _archive_figure(field),
-            when=_has_archive,
-        )
-        for field, text in (
-            ("archived", "envelopes archived"),
-            ("duplicates", "envelopes posted again"),
-            ("served", "envelopes served in answer to requests"),
-            ("requests", "requests answered"),
-            ("refused", "requests and envelopes refused"),
-            ("expired_deleted", "envelopes deleted by retention"),
-        )
-    ),
-    *(
-        Figure(
-            f"pigeonhole_archive_{field}_total",
-            C,
-            text,
-            _archive_figure(field),
-            ("reason",),
-            when=_has_archive,
-        )
-        for field, text in (
-            ("refused_requests", "requests refused, by reason"),
-            ("refused_envelopes", "envelopes refused, by reason"),
-        )
-    ),
-    # the transit relay
-    Figure(
-        "pigeonhole_transit_connections",
-        G,
-        "relay connections open",
-        _relay_number("connections"),
-        when=_has_relay,
-    ),
-    Figure(
-        "pigeonhole_transit_waiting",
-        G,
-        "relay connections waiting for a partner",
-        _relay_number("waiting"),
-        when=_has_relay,
-    ),
-    Figure(
-        "pigeonhole_transit_active_pairs",
-        G,
-        "relay pairs moving bytes",
-        _relay_number("active_pairs"),
-        when=_has_relay,
-    ),
-    Figure(
-        "pigeonhole_transit_bytes_relayed_total",
-        C,
-        "bytes relayed",
-        _relay_number("bytes_relayed"),
-        when=_has_relay,
-    ),
-    Figure(
-        "pigeonhole_transit_refusals_total",
-        C,
-        "relay refusals by kind",
-        _relay_counts("refusals"),
-        ("kind",),
-        when=_has_relay,
-    ),
-    Figure(
-        "pigeonhole_transit_connections_ended_total",
-        C,
-        "relay connections ended, by mood",
-        _relay_counts("moods"),
-        ("mood",),
-        when=_has_relay,
-    ),
+    *PART_FIGURES,
 )
 
 

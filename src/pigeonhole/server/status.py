@@ -23,7 +23,8 @@ from typing import Any, cast
 
 from pigeonhole import __version__
 from pigeonhole.server.context import ServerContext
-from pigeonhole.server.figures import Snapshot, snapshot
+from pigeonhole.server.figure import Snapshot
+from pigeonhole.server.figures import snapshot
 from pigeonhole.server.metrics import COMMIT_BUCKETS
 from pigeonhole.transit import Mood
 
