@@ -240,6 +240,8 @@ def table(results: list[dict[str, Any]], levels: list[int]) -> str:
                 f" {rate_ratio} | {r['other_cores']:.2f} | {r['failed']} |"
             )
     lines.append("")
+    if not levels:
+        levels = [0]
     top, mid = levels[-1], levels[len(levels) // 2]
     lines.append(f"In-flight ratios (CPU per exchange at {top} against {mid} in flight):")
     lines.append("")
@@ -291,7 +293,7 @@ def main() -> None:
     # what run.run_level reads
     args.status_poll = 0.0
     args.procs, args.procs_from = 1, 10**9
-    levels = [int(x) for x in args.levels.split(",")]
+    levels = [int(x) for x in args.levels.split(",") if x]  # none: memory only
     where = Path(tempfile.mkdtemp(prefix="bench-crowd-"))
     variants: list[tuple[str, str | None]] = []
     for v in args.variant:
