@@ -14,6 +14,7 @@ export class WssStream {
     this.available = 0;
     this.error = null;
     this.lastWrite = Promise.resolve();
+    this.closing = false; // close() was called: nothing more is written
   }
 
   static async open(url, WebSocketStream, what, track = () => {}) {
@@ -71,6 +72,9 @@ export class WssStream {
     } catch {
       throw this._closed();
     }
+    // close() may have come while we waited, and the writer can still look ready then (its
+    // last write done): Chromium's worker crashes on a write after WebSocketStream.close()
+    if (this.error) throw this.error;
     this.lastWrite = this.writer.write(bytes).catch(() => {});
   }
 
@@ -87,6 +91,8 @@ export class WssStream {
   }
 
   close() {
+    if (this.closing) return;
+    this.closing = true;
     if (this.error === null) this.error = new WormholeError("cancelled", `The connection to ${this.what} was closed.`);
     try {
       this.socket.close({ closeCode: 1000 });

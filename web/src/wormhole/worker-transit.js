@@ -32,8 +32,10 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }, box = nob
   let credit = WINDOW;
   let wake = null;
   let chain = Promise.resolve();
+  let closed = false; // the page closed the port: what it queued before is dropped
   const post = (message, transfer = []) => port.postMessage(message, transfer);
   const fail = (err) => {
+    if (closed) return;
     const kind = err instanceof WormholeError ? err.kind : "transit";
     post({ op: "error", kind, message: err?.message ?? String(err) });
     pipe?.close();
@@ -83,11 +85,12 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }, box = nob
       // no longer takes (after a failure) must not hold this up
       pipe?.stream.drain(m.timeoutMs).then(() => post({ op: "drained" }));
     } else if (m.op === "close") {
+      closed = true;
       pipe?.close();
       port.close();
     } else {
-      // one at a time, in order (records' nonces count up); after a failure, nothing more
-      chain = chain.then(() => ops[m.op](m)).catch((err) => {
+      // one at a time, in order (records' nonces count up); after a failure or a close, nothing more
+      chain = chain.then(() => (closed ? undefined : ops[m.op](m))).catch((err) => {
         fail(err);
         chain = new Promise(() => {});
       });
