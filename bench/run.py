@@ -434,6 +434,8 @@ def make_server(
                 # the benchmark measures capacity, not the abuse policy
                 "--max-connections", "60000", "--max-connections-per-address", "60000",
                 *(address_quota_args(python) if lift_quotas else ()), *extra,
+                # the relay on a free port: its default, 4001, may be taken
+                *(["--transit-port", "0"] if "--transit-port" in serve_help(python) else []),
             ]  # fmt: skip
 
         argv = serve(port, data)
