@@ -2,21 +2,52 @@
 `pigeonhole serve`: a 10 MiB file and a text each way. The CLI runs with `--no-listen` and
 the page cannot open TCP, so the bytes can only cross our relay (the page through
 WebSocket `/transit`, the CLI through TCP): its usage records must show the pair. The
-page's transit worker must have sealed or opened every byte of the file.
+page's transit worker must have sealed or opened every byte of the file (its test build
+says what it carried, web/testing/transit-worker-probe.js).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.relay import ServedRelay, wait_for_happy
-from tests.web.web_support import MIB, Cli, WebPage, random_file, random_text, sha256_file
+from tests.web.web_support import (
+    MIB,
+    ROUTED_FLAGS,
+    Cli,
+    WebPage,
+    chromium,
+    probe_transit_worker,
+    random_file,
+    random_text,
+    sha256_file,
+)
 
 FILE_SIZE = 10 * MIB
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
+    """Chromium that lets the worker's test build (a made-up response) reach loopback."""
+    with chromium(downloads_dir, debug_port, ROUTED_FLAGS) as launched:
+        yield launched
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    """A fresh browser context whose pages run the transit worker's test build."""
+    ctx = browser.new_context(accept_downloads=True)
+    probe_transit_worker(ctx)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
 
 
 def test_web_e2e_page_sends_file_to_cli(

@@ -20,7 +20,16 @@ import pytest
 
 from pigeonhole.web.serving import CSP
 from tests.support.relay import ServedRelay, wait_for_happy
-from tests.web.web_support import MIB, Cli, WebPage, chromium, random_file, sha256_file
+from tests.web.web_support import (
+    MIB,
+    ROUTED_FLAGS,
+    Cli,
+    WebPage,
+    chromium,
+    random_file,
+    serve_worker_probe,
+    sha256_file,
+)
 
 FILE_SIZE = 10 * MIB
 STRICT = CSP.replace(" 'wasm-unsafe-eval'", "")
@@ -34,7 +43,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def browser(downloads_dir: Path, debug_port: int) -> Iterator[Any]:
-    with chromium(downloads_dir, debug_port, ["--disable-features=LocalNetworkAccessChecks"]) as b:
+    with chromium(downloads_dir, debug_port, ROUTED_FLAGS) as b:
         yield b
 
 
@@ -48,12 +57,16 @@ def served() -> list[str | None]:
 def context(browser: Any, served: list[str | None]) -> Iterator[Any]:
     ctx = browser.new_context(accept_downloads=True)
 
+    def stricter_headers(headers: dict[str, str]) -> dict[str, str]:
+        served.append(headers.get("content-security-policy"))
+        return {**headers, "content-security-policy": STRICT}
+
     def stricter(route: Any) -> None:
+        if route.request.url.endswith("/web/transit-worker.js"):  # its test build, which
+            serve_worker_probe(route, stricter_headers)  # says which box sealed
+            return
         response = route.fetch()
-        served.append(response.headers.get("content-security-policy"))
-        route.fulfill(
-            response=response, headers={**response.headers, "content-security-policy": STRICT}
-        )
+        route.fulfill(response=response, headers=stricter_headers(response.headers))
 
     ctx.route(POLICED, stricter)
     try:

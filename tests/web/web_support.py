@@ -14,14 +14,17 @@ through its `data-testid` automation contract, and the real CLIs beside it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import secrets
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -117,6 +120,50 @@ def chromium(downloads: Path, debug_port: int, extra: Sequence[str] = ()) -> Ite
             browser.close()
 
 
+#: the page's transit worker script, as a Playwright route pattern
+WORKER_SCRIPT = "**/web/transit-worker.js"
+#: headers of the served script that do not hold for its test build's body
+LENGTH_HEADERS = {"content-length", "content-encoding", "etag"}
+PROBE_BUILDER = Path(__file__).resolve().parents[2] / "web" / "testing" / "build-probe.mjs"
+
+
+@functools.cache
+def worker_probe() -> bytes:
+    """The test-only build of the transit worker (web/testing/transit-worker-probe.js): the
+    shipped worker's modules, which also set `self.box` and `self.carried` for the tests."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no `node` to build the transit worker's test build")
+    with tempfile.TemporaryDirectory(prefix="transit-worker-probe-") as tmp:
+        out = Path(tmp) / "transit-worker.js"
+        subprocess.run([node, str(PROBE_BUILDER), str(out)], check=True, timeout=120)
+        return out.read_bytes()
+
+
+def serve_worker_probe(
+    route: Any, headers: Callable[[dict[str, str]], dict[str, str]] = dict
+) -> None:
+    """Answers a request for the transit worker with its test build, under the served
+    script's own headers (its Content-Security-Policy applies to the worker), as `headers`
+    rewrites them."""
+    response = route.fetch()
+    own = {k: v for k, v in response.headers.items() if k not in LENGTH_HEADERS}
+    route.fulfill(response=response, headers=headers(own), body=worker_probe())
+
+
+#: a browser whose pages get made-up responses (routed, fulfilled) needs these: such a
+#: response comes from no address, so Local Network Access checks would block what the
+#: document or worker it made opens on loopback (the mailbox, the relay)
+ROUTED_FLAGS = ("--disable-features=LocalNetworkAccessChecks",)
+
+
+def probe_transit_worker(context: Any) -> None:
+    """Pages of `context` run the transit worker's test build (see `WebPage.transit_carried`);
+    the browser needs `ROUTED_FLAGS`."""
+    # a handler of two parameters would be given the request as the second
+    context.route(WORKER_SCRIPT, lambda route: serve_worker_probe(route))
+
+
 #: the automation contract's `data-testid`s (docs/web.md)
 TESTIDS = (
     "send-text",
@@ -162,12 +209,14 @@ class WebPage:
 
     def transit_carried(self) -> dict[str, int]:
         """Plaintext bytes the page's transit worker sealed (`sent`) and opened (`received`)
-        over this tab's transfers: shows the relay's bytes went through the worker."""
+        over this tab's transfers: shows the relay's bytes went through the worker. Only
+        where the worker is its test build (`probe_transit_worker`)."""
         return dict(self.transit_worker().evaluate("self.carried"))
 
     def transit_box(self) -> str:
         """Which library seals the transit worker's records: "libsodium" (its WebAssembly,
-        which the page's CSP must allow) or "@noble/ciphers" (the plain-JS fallback)."""
+        which the page's CSP must allow) or "@noble/ciphers" (the plain-JS fallback). Only
+        where the worker is its test build (`probe_transit_worker`)."""
         return str(self.transit_worker().evaluate("self.box"))
 
     # -- state

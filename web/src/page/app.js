@@ -1,6 +1,6 @@
 // The page: send a text or a file, receive one, with the wormhole core (../wormhole/index.js)
 // over this server's mailbox and WebSocket relay. Same origin only (config.json says where).
-import { completeWord, receive, send, WormholeError } from "../wormhole/index.js";
+import { CODE, completeWord, receive, send, WormholeError } from "../wormhole/index.js";
 import { bytes, Meter, progressLine } from "./format.js";
 import { describe, fromDrop, fromFiles, fromFolderInput, PickError } from "./picked.js";
 import { codeFromFragment, codeLink, forgetFragment, qrSvg } from "./share.js";
@@ -279,7 +279,7 @@ async function openSink(offer) {
 
 async function startReceive() {
   const code = ui.receiveCode.value.trim().replace(/\s+/g, "-");
-  if (!/^\d+-\S+/.test(code)) {
+  if (!CODE.test(code)) {
     setState("failed", "That is not a wormhole code: it starts with a number, then words, like 7-guitarist-revenge.");
     ui.receiveCode.focus();
     return;

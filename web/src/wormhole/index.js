@@ -7,4 +7,5 @@ export { WormholeError } from "./errors.js";
 export { send } from "./send.js";
 export { receive } from "./receive.js";
 export { completeWord } from "./words.js";
+export { CODE } from "./wormhole.js";
 export { mintHashcash } from "./hashcash.js";

@@ -3,7 +3,7 @@
 // send buffer is full (WebSockets have no drain event, so bufferedAmount is polled).
 
 import { WormholeError } from "./errors.js";
-import { takeBytes } from "./stream-wss.js";
+import { capitalise, takeBytes } from "./stream-bytes.js";
 
 const HIGH_WATER = 4 * 1024 * 1024; // bytes queued in the socket before write() waits
 const POLL_MS = 4;
@@ -122,5 +122,3 @@ export class WsStream {
     this.fail(new WormholeError("cancelled", `The connection to ${this.what} was closed.`));
   }
 }
-
-const capitalise = (text) => text.charAt(0).toUpperCase() + text.slice(1);

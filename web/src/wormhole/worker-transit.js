@@ -98,6 +98,16 @@ export function serveTransit(port, carried = { sent: 0, received: 0 }, box = nob
   };
 }
 
+/**
+ * A worker's serving of every transfer the page gives it: {op: "port"} brings one transfer's
+ * MessagePort, served by serveTransit with `box` and counted in `carried`.
+ */
+export function serveWorker(scope, box, carried = { sent: 0, received: 0 }) {
+  scope.addEventListener("message", (event) => {
+    if (event.data?.op === "port" && event.ports[0]) serveTransit(event.ports[0], carried, box);
+  });
+}
+
 // -- the page's side
 
 /**

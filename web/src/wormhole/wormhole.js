@@ -9,7 +9,8 @@ import { Mailbox } from "./mailbox.js";
 import { Spake2Symmetric } from "./spake2.js";
 import { chooseWords } from "./words.js";
 
-const CODE = /^(\d+)-(\S+)$/;
+// a code as typed: the nameplate number, a dash, then the words (e.g. "7-guitarist-revenge")
+export const CODE = /^(\d+)-(\S+)$/;
 
 export const WRONG_CODE_MESSAGE =
   "The code was wrong: the other side typed a different code, so nothing was sent. " +
