@@ -170,6 +170,8 @@ def test_web_e2e_folder_send_cancelled_midway(web_page: WebPage, cli: Cli, tmp_p
     web_page.wait_state("failed", timeout=30)
     assert "Cancelled" in web_page.message()
     assert receiver.wait(60) != 0, receiver.describe()
+    # told by the page's relay connection closing, not by its own timeout
+    assert "ConnectionClosed" in receiver.output, receiver.describe()
     assert not crashed
     assert not (receiver.cwd / source.name).exists(), receiver.describe()
     assert digests(source) == before
