@@ -47,15 +47,12 @@ class Doors:
         notice = rule.message if isinstance(rule, Notice) else None
         client = ctx.addresses.key(host)  # what every per-address bound counts
         refused = self._admission(client)
-        if refused is None:
-            try:
-                response = accept(head)
-            except HandshakeError as invalid:
-                ctx.events.bad_input.note("handshake", invalid.kind)
-                refused = invalid.response
         if refused is not None:
             transport.write(refused)
             transport.close()
+            return
+        response = self._accepted(transport, head)
+        if response is None:
             return
         # no permessage-deflate: frames are small JSON, written as they are produced
         socket = MailboxSocket(transport, ctx.config.max_frame_bytes)
@@ -78,12 +75,8 @@ class Doors:
             transport.close()
             return
         host = ctx.addresses.client(transport, head.headers).host
-        try:
-            response = accept(head)
-        except HandshakeError as invalid:
-            ctx.events.bad_input.note("handshake", invalid.kind)
-            transport.write(invalid.response)
-            transport.close()
+        response = self._accepted(transport, head)
+        if response is None:
             return
         rule = ctx.settings.rules.match(host)
         if isinstance(rule, Deny):  # accepted, then closed 1008 with the reason at once
@@ -102,12 +95,8 @@ class Doors:
         `error` is the reason (the CLIs print it and stop), then closed 1008; the socket
         has no connection behind it, so nothing it sends is acted on or stored."""
         ctx = self._ctx
-        try:
-            response = accept(head)
-        except HandshakeError as invalid:
-            ctx.events.bad_input.note("handshake", invalid.kind)
-            transport.write(invalid.response)
-            transport.close()
+        response = self._accepted(transport, head)
+        if response is None:
             return
         ctx.metrics.denied_by_rule["mailbox"] += 1
         body = welcome_body(
@@ -120,6 +109,16 @@ class Doors:
         socket.send_text(orjson.dumps(frame))
         socket.end(preamble=response)
         ctx.tasks.spawn(socket.close(CLOSE_POLICY, close_reason(reason), DENIED_CLOSE_TIMEOUT))
+
+    def _accepted(self, transport: asyncio.Transport, head: Head) -> bytes | None:
+        """The 101 for a valid upgrade; None once an invalid one is answered (and counted)."""
+        try:
+            return accept(head)
+        except HandshakeError as invalid:
+            self._ctx.events.bad_input.note("handshake", invalid.kind)
+            transport.write(invalid.response)
+            transport.close()
+            return None
 
     def _admission(self, client: str) -> bytes | None:
         """The HTTP refusal (503/429 with a plain reason) when over a connection limit."""
