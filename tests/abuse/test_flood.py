@@ -114,7 +114,7 @@ async def slow_readers_dropped(url: str, expected: int) -> int:
     for _ in range(150):
         text = await asyncio.to_thread(get, metrics_url(url))
         if pattern in text:
-            found = int(text.split(pattern)[1].split()[0])
+            found = int(float(text.split(pattern)[1].split()[0]))
             if found >= expected:
                 break
         await asyncio.sleep(0.1)
