@@ -16,6 +16,7 @@ from typing import NamedTuple
 from aiohttp import web
 
 from pigeonhole.clients import client_key
+from pigeonhole.config import ServerConfig
 from pigeonhole.server.bad_input import BadInput
 from pigeonhole.server.settings import Settings
 
@@ -24,12 +25,6 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 def parse_networks(specs: Iterable[str]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(spec, strict=False) for spec in specs)
-
-
-@functools.lru_cache(maxsize=8)
-def _networks(specs: tuple[str, ...]) -> tuple[Network, ...]:
-    """Parsed once per setting (a reload that changes it parses the new one)."""
-    return parse_networks(specs)
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -124,16 +119,24 @@ class ClientResolver:
     """Who a connection is, under the settings in force: the address after trusted
     proxies (a malformed proxy header counted as bad input), and its client key."""
 
-    __slots__ = ("_bad", "_settings")
+    __slots__ = ("_bad", "_parsed", "_settings")
 
     def __init__(self, settings: Settings, bad: BadInput) -> None:
         self._settings = settings
         self._bad = bad
+        #: the settings the trusted networks were parsed from, and those networks
+        self._parsed: tuple[ServerConfig, tuple[Network, ...]] | None = None
+
+    def _trusted(self) -> tuple[Network, ...]:
+        """The trusted proxies' networks, parsed once per settings (a reload parses anew)."""
+        config = self._settings.current
+        if self._parsed is None or self._parsed[0] is not config:
+            self._parsed = (config, parse_networks(config.trusted_proxies))
+        return self._parsed[1]
 
     def client(self, transport: asyncio.BaseTransport | None, headers: Mapping[str, str]) -> Client:
         peer = transport.get_extra_info("peername") if transport else None
-        trusted = _networks(tuple(self._settings.current.trusted_proxies))
-        found = client_address((peer[0], peer[1]) if peer else None, headers, trusted)
+        found = client_address((peer[0], peer[1]) if peer else None, headers, self._trusted())
         if found.bad_header is not None:
             self._bad.note("proxy-header", found.bad_header)
         return found

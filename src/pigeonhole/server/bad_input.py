@@ -20,6 +20,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from pigeonhole.server.log_summary import LogSummary
 
+log = logging.getLogger("pigeonhole.server")
+
 #: what a detail (the parser's message, with the offending bytes) may add to the log line
 DETAIL_CHARS = 120
 
@@ -35,12 +37,11 @@ class BadInput:
 
     def note(self, door: str, kind: str, detail: str = "") -> None:
         self.counts[(door, kind)] += 1
-        shown = repr(detail[:DETAIL_CHARS]) if detail else ""
-        self._summary.note(
-            f"bad input at {door}: {kind}",
-            f"bad input at {door}: {kind} {shown}".rstrip(),
-            {"door": door, "kind": kind},
-        )
+        what = f"bad input at {door}: {kind}"
+        if not self._summary.first(what):
+            return  # a repeat in this interval: counted, its line left for the summary
+        shown = f" {detail[:DETAIL_CHARS]!r}" if detail else ""
+        log.info("%s%s", what, shown, extra={"fields": {"door": door, "kind": kind}})
 
     def unexpected(self, door: str, exc: BaseException) -> bool:
         """Count an exception no door expected (a bug); True when its traceback is to be

@@ -19,7 +19,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from pigeonhole import __version__
 from pigeonhole.server.context import ServerContext
@@ -64,7 +64,7 @@ class Totals:
     @classmethod
     def read(cls, snap: Snapshot) -> Totals:
         """The counters of one snapshot (server/figures.py)."""
-        number = snap.values.get
+        relayed = snap.values.get("pigeonhole_transit_bytes_relayed_total", 0)
         results = snap.by_label("pigeonhole_exchanges_finished_total")
         permissions = snap.by_label("pigeonhole_permission_outcomes_total")
         moods = snap.by_label("pigeonhole_transit_connections_ended_total")
@@ -83,7 +83,7 @@ class Totals:
             commits=snap.commit_count,
             commit_seconds=snap.commit_sum,
             commit_buckets=snap.commit_buckets,
-            transit_bytes=int(cast(float, number("pigeonhole_transit_bytes_relayed_total", 0))),
+            transit_bytes=int(relayed) if isinstance(relayed, int | float) else 0,
             transit_moods=tuple(int(moods.get(mood, 0)) for mood in MOODS),
         )
 
