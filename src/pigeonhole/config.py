@@ -62,8 +62,9 @@ class ServerConfig:
         metavar="postgresql://USER@HOST:PORT/DBNAME",
         restart=True,
     )
-    #: each lane is a writer connection of its own; one measured best on 2 cores shared by
-    #: the node, PostgreSQL and the load; a database across a network is where more pay
+    #: each lane is a writer connection of its own; one does best (measured) on 2 cores
+    #: shared by the node, PostgreSQL and the load; a database across a network is where
+    #: more pay
     node_lanes: int = setting(
         1,
         "Batches a PostgreSQL node decides at once (on writer connections of its own).",
@@ -357,7 +358,7 @@ class ServerConfig:
     )
     public_metrics: bool = setting(
         False,
-        "Also answer /metrics on the public listener, as before the admin listener.",
+        "Also answer /metrics on the public listener, not only on the admin listener.",
         restart=True,
     )
     status_refresh: float = setting(

@@ -35,8 +35,8 @@ def binds_per_side(binds: DataFrame) -> SideCounts:
     The one pass over the raw binds that both client tables derive from (cache it when
     both are computed). The few distinct (app, implementation, version) triples are
     numbered first, so the shuffle of one row per side carries an int instead of three
-    strings (at 10 M mailboxes that halved the step). The rows are hash-partitioned by
-    everything but `hour`, so the daily table can merge a side's hours without another
+    strings (at 10 M mailboxes that halves the step's time). The rows are hash-partitioned
+    by everything but `hour`, so the daily table can merge a side's hours without another
     shuffle.
     """
     buckets = (

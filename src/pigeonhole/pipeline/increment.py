@@ -96,7 +96,7 @@ def _relative(root: str, uris: Iterable[str]) -> list[str]:
 
 def _describe(spark: SparkSession, root: str, paths: list[str]) -> list[InputFile]:
     """Catalog entries for new files; only session files whose name does not say their
-    last day (written before names did) are read to find it."""
+    last day (an older exporter's names) are read to find it."""
     ends = {p: dt.date.fromisoformat(m.group(1)) for p in paths if (m := _UNTIL.search(p))}
     unnamed = [p for p in paths if p.startswith(SESSION_TABLES) and p not in ends]
     ends.update(_session_ends(spark, root, unnamed))

@@ -17,7 +17,7 @@ from pigeonhole.pipeline.config import SparkConfig
 
 #: The driver JVM of a local run is also the only executor, so it gets the throughput settings:
 #: the full JIT (C1 then C2) and the parallel collector. The start-up trick of tiny test jobs
-#: (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`, C1 only) made a 1 M-row report much slower;
+#: (`-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`, C1 only) makes a 1 M-row report much slower;
 #: the tests pass it themselves through `SparkConfig.conf` (tests/pipeline/conftest.py).
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC -Duser.timezone=UTC"
 #: start-up options for tiny jobs (tests): ~20% faster start, much slower on real data

@@ -4,8 +4,8 @@ Percentiles are exact, by nearest rank: the p-th percentile of n values is the
 ceil(p/100 * n)-th smallest (what `percentile_approx` returns while it is exact, and
 DuckDB's `quantile_disc`). Spark sends each day the sessions that finished in it, and one
 numpy pass per day (`applyInPandas`) sorts each period's values and picks the ranks: at
-10 M mailboxes that took a third of the time of two `percentile_approx` passes, which
-were approximate above 10,000 values a group.
+10 M mailboxes this takes a third of the time of two `percentile_approx` passes, which
+are approximate above 10,000 values a group.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def _network(text: str) -> _Net:
     """The network NET names (strict: host bits refused); ValueError says what is wrong.
 
     inet_pton and integers, as `_address` matches: a 10,000-rule file reads in tens of
-    milliseconds (`ipaddress` took ten times as long)."""
+    milliseconds (`ipaddress` takes ten times as long)."""
     address, slash, length_text = text.partition("/")
     found = _number(address)
     bits = 128 if ":" in address else 32

@@ -34,13 +34,14 @@ Latency is counted in loop iterations: a `Commit` calls its callbacks synchronou
 the sync's completion reaches the loop, so replies leave in that same iteration (an
 asyncio future would schedule each callback for a later one). But not all of them: a
 batch under load confirms the steps of some 50-100 connections, and releasing all their
-replies in one callback kept every socket unread meanwhile (p50 1.0, p99 3.7 ms), which
-is what a peer's message waited for. So a durable batch releases `RELEASE_PER_ITERATION`
-connections' replies per loop iteration, the socket reads that are ready in between (and
-the messages they forward) coming first: at 100 exchanges in flight the message p99 fell
-from 5.8-6.8 ms to 2.5-3.5 ms for about 9% fewer exchanges/s (bench/README.md).
+replies in one callback would keep every socket unread meanwhile (p50 1.0, p99 3.7 ms),
+and a peer's message would wait that long. So a durable batch releases
+`RELEASE_PER_ITERATION` connections' replies per loop iteration, the socket reads that are
+ready in between (and the messages they forward) coming first: at 100 exchanges in flight
+the message p99 is 2.5-3.5 ms against 5.8-6.8 ms with all replies at once, for about 9%
+fewer exchanges/s (bench/README.md).
 
-A batch that fails (disk full, an I/O error, the helper gone) was rolled back whole, so
+A batch that fails (disk full, an I/O error, the helper gone) is rolled back whole, so
 it is written again, after a pause that doubles from `RETRY_FIRST` up to `RETRY_MAX`,
 until it succeeds: memory (which already holds its changes) and disk agree again, and no
 reply that waits for it is lost or sent early. Nothing later is written before it, so

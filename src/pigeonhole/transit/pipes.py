@@ -29,7 +29,7 @@ F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 #: empty pipes a relay keeps for the next moves (more are closed when given back): enough
 #: that a busy relay does not close and remake pipes as the number lent moves (100 fast
-#: pairs in the benchmark had up to 57 lent at once; keeping 8 remade ~370 in 5 s)
+#: pairs in the benchmark have up to 57 lent at once; keeping 8 remakes ~370 in 5 s)
 KEEP_FREE_PIPES = 64
 #: capabilities: CAP_SYS_RESOURCE lifts the per-user pipe limit and pipe-max-size,
 #: CAP_SYS_ADMIN the per-user limit only
