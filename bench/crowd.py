@@ -77,7 +77,7 @@ class Crowd:
         argv = [
             run.main_python(), str(run.BENCH / "loadgen.py"), "crowd", "--url", url,
             "--steps", ",".join(str(s) for s in steps), "--parallel", str(args.crowd_parallel),
-            "--time-limit", str(args.crowd_time_limit),
+            "--time-limit", str(args.crowd_time_limit), "--sources", args.crowd_sources,
         ]  # fmt: skip
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -285,6 +285,14 @@ def main() -> None:
     ap.add_argument("--quiet-wait", type=float, default=3.0, help="most seconds to wait for quiet")
     ap.add_argument("--crowd-parallel", type=int, default=64)
     ap.add_argument("--crowd-time-limit", type=float, default=400.0)
+    ap.add_argument(
+        "--crowd-sources",
+        choices=["many", "one"],
+        default="many",
+        help="many: each waiting sender from a loopback address of its own (127.1.x.y), as a "
+        "crowd of people is; one: all from 127.0.0.1, as behind one NAT (the per-address "
+        "quotas are lifted either way)",
+    )
     ap.add_argument("--reference", action="store_true", help="the reference's memory too")
     ap.add_argument("--reference-crowds", default="2000,8000")
     ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
@@ -317,7 +325,9 @@ def main() -> None:
     when = time.strftime("%Y-%m-%d %H:%M:%S")
     head = (
         f"Run {when}, HEAD `{_head()}`, {time.time() - started:.0f} s; crowds {args.crowds},"
-        f" in flight {args.levels}, {args.measure:g} s windows; a shared 2-core machine"
+        f" in flight {args.levels}, {args.measure:g} s windows, the crowd from"
+        f" {'a loopback address each' if args.crowd_sources == 'many' else '127.0.0.1'};"
+        " a shared 2-core machine"
         " (other developers' browsers and tests: see `other cores`)."
     )
     md = head + "\n\n" + table(results, levels)
