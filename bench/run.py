@@ -410,6 +410,13 @@ class StatusPoller:
         self._thread.join()
 
 
+def own_relay_port(python: str, extra: list[str]) -> bool:
+    """Whether `serve` gets `--transit-port 0`: it has a relay, and `extra` neither
+    places it nor turns it off."""
+    placed = "--transit-port" in extra or "--no-transit" in extra
+    return not placed and "--transit-port" in serve_help(python)
+
+
 def make_server(
     spec: ServerSpec,
     ref_venv: Path,
@@ -434,8 +441,9 @@ def make_server(
                 # the benchmark measures capacity, not the abuse policy
                 "--max-connections", "60000", "--max-connections-per-address", "60000",
                 *(address_quota_args(python) if lift_quotas else ()), *extra,
-                # the relay on a free port: its default, 4001, may be taken
-                *(["--transit-port", "0"] if "--transit-port" in serve_help(python) else []),
+                # the relay on a free port (its default, 4001, may be taken), unless the
+                # caller placed it (its CLIs need the port) or turned it off
+                *(["--transit-port", "0"] if own_relay_port(python, extra) else []),
             ]  # fmt: skip
 
         argv = serve(port, data)

@@ -38,15 +38,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import run  # bench/run.py: Server, make_server (`pigeonhole serve` as bench/run.py starts it)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-quic",
-]  # fmt: skip
+import run  # noqa: E402  (bench/run.py: `pigeonhole serve` as bench/run.py starts it)
+from tests.support.chromium import DevTools, chromium_binary, launch  # noqa: E402
+
 WORMHOLE = str(Path(sys.executable).parent / "wormhole")
 CODE_RE = re.compile(r"Wormhole code is: (\S+)")
 PAGE_CODE_RE = re.compile(r"^\d+(-[a-z]+){2,}$")
@@ -141,80 +139,21 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-class Cdp:
-    """A DevTools connection (one target), synchronous: `call` waits for its reply and keeps
-    the events that arrive meanwhile for `wait_event`."""
-
-    def __init__(self, url: str) -> None:
-        from websockets.sync.client import connect
-
-        self._stack = contextlib.ExitStack()
-        self.ws = self._stack.enter_context(connect(url, max_size=None, open_timeout=10))
-        self._ids = iter(range(1, 1 << 30))
-        self.events: list[dict[str, Any]] = []
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        call_id = next(self._ids)
-        self.ws.send(json.dumps({"id": call_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=TIMEOUT))
-            if message.get("id") == call_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return dict(message.get("result", {}))
-            self.events.append(message)
-
-    def wait_event(
-        self, method: str, test: Callable[[dict[str, Any]], bool], timeout: float
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            for event in self.events:
-                if event.get("method") == method and test(event.get("params", {})):
-                    self.events.remove(event)
-                    return
-            self.events.clear()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RuntimeError(f"no {method} in {timeout:g} s")
-            with contextlib.suppress(TimeoutError):
-                self.events.append(json.loads(self.ws.recv(timeout=left)))
-
-    def evaluate(self, expression: str) -> Any:
-        answer = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        if "exceptionDetails" in answer:
-            raise RuntimeError(f"{expression}: {answer['exceptionDetails']}")
-        return answer["result"].get("value")
-
-    def close(self) -> None:
-        self._stack.close()
-
-
 class Chromium:
-    """Debian's Chromium, headless, driven over the DevTools protocol alone: no network
+    """Debian's Chromium, headless, through the tests' launcher (tests/support/chromium.py:
+    its flags, stopped by PID), driven over the DevTools protocol alone: no network
     instrumentation (Playwright enables the Network domain, which copies every WebSocket
     frame's payload into a DevTools event, a cost no person's browser pays)."""
 
     def __init__(self, work: Path) -> None:
-        profile = work / "profile"
-        profile.mkdir()
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-             "--remote-debugging-port=0", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        active = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (active.exists() and active.read_text().strip()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("Chromium did not open its DevTools port")
-            time.sleep(0.05)
-        port, path = active.read_text().split()[:2]
-        self.port = int(port)
-        self.browser = Cdp(f"ws://127.0.0.1:{port}{path}")
+        self._stack = contextlib.ExitStack()
+        launched = self._stack.enter_context(launch(work / "profile"))
+        self.port = launched.port
+        self.browser = DevTools(launched.browser_socket, timeout=TIMEOUT)
+        self._stack.callback(self.browser.close)
 
     @contextlib.contextmanager
-    def page(self, url: str, downloads: Path) -> Iterator[tuple[Cdp, str]]:
+    def page(self, url: str, downloads: Path) -> Iterator[tuple[DevTools, str]]:
         """A new page showing `url` in a fresh browser context (its own service worker and
         storage) whose downloads go to `downloads`: its DevTools connection and context id."""
         context = self.browser.call("Target.createBrowserContext")["browserContextId"]
@@ -225,7 +164,7 @@ class Chromium:
         target = self.browser.call(
             "Target.createTarget", url="about:blank", browserContextId=context
         )
-        page = Cdp(f"ws://127.0.0.1:{self.port}/devtools/page/{target['targetId']}")
+        page = DevTools(f"ws://127.0.0.1:{self.port}/devtools/page/{target['targetId']}", TIMEOUT)
         try:
             page.call("Page.enable")
             page.call("Page.navigate", url=url)
@@ -236,13 +175,7 @@ class Chromium:
             self.browser.call("Target.disposeBrowserContext", browserContextId=context)
 
     def close(self) -> None:
-        self.browser.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self._stack.close()
 
 
 def by_id(testid: str) -> str:
@@ -305,7 +238,7 @@ class Bench:
     # -- the page
 
     @staticmethod
-    def wait_state(page: Cdp, state: str) -> None:
+    def wait_state(page: DevTools, state: str) -> None:
         deadline = time.monotonic() + TIMEOUT
         while (now := page.evaluate(f"{by_id('transfer')}.dataset.state")) != state:
             if now == "failed" or time.monotonic() > deadline:
@@ -487,8 +420,8 @@ def main() -> None:
             f.write(os.urandom(MIB))
     server.start()
     print(f"# {args.mib} MiB, {args.rounds} round(s), code given {args.typing_seconds:g} s after "
-          f"it appears; pigeonhole serve on {server.port}, "
-          f"relay on {relay_port}; Chromium {CHROMIUM}; work in {work}", flush=True)  # fmt: skip
+          f"it appears; pigeonhole serve on {server.port}, relay on {relay_port}; "
+          f"Chromium {chromium_binary()}; work in {work}", flush=True)  # fmt: skip
     try:
         browser = Chromium(work)
         try:
