@@ -41,7 +41,12 @@ async def test_a_helper_killed_holding_a_batch_is_replaced_and_the_batch_written
         os.kill(first, signal.SIGSTOP)  # our own server's child: it takes the batch, no more
         await victim.send("bind", appid=APPID, side="victim")
         await victim.send("claim", nameplate="2")
-        await asyncio.sleep(0.3)  # the batch is in the pipe, unanswered
+        helper = srv.ctx.storage.helper
+        for _ in range(500):  # the batch is in the pipe, unanswered
+            if helper._waiting:  # the requests sent and not yet answered
+                break
+            await asyncio.sleep(0.01)
+        assert helper._waiting, "no batch went to the stopped helper"
         os.kill(first, signal.SIGKILL)
         # the batch was rolled back with the helper: a new helper writes it again, and
         # the claim held for it is answered; no connection is closed

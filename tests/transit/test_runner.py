@@ -13,6 +13,7 @@ import json
 import re
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -53,6 +54,18 @@ async def runner() -> AsyncIterator[Runner]:
             await proc.wait()
 
 
+def listening(port: int) -> bool:
+    """Whether a socket listens on TCP `port`, read from /proc/net/tcp{,6}: no connection is
+    made (the relay would write a usage record for one)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                local, state = row.split()[1], row.split()[3]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # LISTEN
+                    return True
+    return False
+
+
 async def pair(port: int, ws_url: str | None = None) -> tuple[TcpClient, TcpClient | WsClient]:
     tok = token()
     first = await TcpClient.open(port)
@@ -81,7 +94,10 @@ async def test_sigterm_refuses_new_connections_and_drains_the_active_pair(
 ) -> None:
     sender, receiver = await pair(runner.port)
     runner.proc.send_signal(signal.SIGTERM)
-    await asyncio.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while listening(runner.port):  # it stops accepting at once
+        assert time.monotonic() < deadline, "the relay still listens after SIGTERM"
+        await asyncio.sleep(0.02)
     with pytest.raises(OSError):
         await TcpClient.open(runner.port)
     await sender.send(PAYLOAD)

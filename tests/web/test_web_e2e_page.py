@@ -6,7 +6,6 @@ message, and no byte of the file crosses the relay.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from tests.web.web_support import (
     MIB,
     Cli,
     WebPage,
-    happy_mailboxes,
+    finished_mailboxes,
     random_file,
     random_text,
     sha256_file,
@@ -41,7 +40,7 @@ def test_web_e2e_page_to_page(
         # a text first, then a file, each between fresh tabs
         sender = WebPage.open(sending_ctx, base_url)
         receiver = WebPage.open(receiving_ctx, base_url)
-        mailboxes = happy_mailboxes(web_server.usage_db)
+        mailboxes = finished_mailboxes(web_server.usage_db)
         text = random_text()
         code = sender.send_text(text)
         assert receiver.receive_text(code).strip() == text
@@ -80,8 +79,10 @@ def assert_page_failed(page: WebPage) -> str:
     return said
 
 
-def assert_no_bytes_relayed(web_server: ServedRelay, since: int) -> None:
-    time.sleep(1.0)  # a pair's record is written when it closes
+def assert_no_bytes_relayed(web_server: ServedRelay, since: int, scary: int) -> None:
+    """Once the server has recorded the pair's mailbox as `scary` (both sides have closed
+    it: neither goes on to the relay), no relay record since `since` carried a byte."""
+    wait_for_mailboxes(web_server.usage_db, scary + 1, timeout=30, result="scary")
     moved = [r for r in web_server.records()[since:] if r["total_bytes"]]
     assert not moved, f"bytes crossed the relay after a wrong code: {moved}"
 
@@ -92,6 +93,7 @@ def test_web_e2e_wrong_code_page_sends(
     """The page sends, the CLI types the right nameplate with the wrong words."""
     source = random_file(tmp_path / "source", SMALL)
     since = len(web_server.records())
+    scary = finished_mailboxes(web_server.usage_db, "scary")
     code = web_page.send_file(source)
     receiver = cli.receive(wrong(code), file=True)
     assert receiver.wait(60) != 0, receiver.describe()
@@ -99,7 +101,7 @@ def test_web_e2e_wrong_code_page_sends(
     said = assert_page_failed(web_page)
     assert "code" in said.lower(), said
     assert not receiver.received.exists()
-    assert_no_bytes_relayed(web_server, since)
+    assert_no_bytes_relayed(web_server, since, scary)
 
 
 def test_web_e2e_wrong_code_page_receives(
@@ -108,6 +110,7 @@ def test_web_e2e_wrong_code_page_receives(
     """The CLI sends a file, the page types the right nameplate with the wrong words."""
     source = random_file(tmp_path / "source", SMALL, name="never-arrives.bin")
     since = len(web_server.records())
+    scary = finished_mailboxes(web_server.usage_db, "scary")
     sender = cli.send(str(source))
     downloads = set(downloads_dir.iterdir())
     web_page.enter_code(wrong(sender.wait_code()))
@@ -117,4 +120,4 @@ def test_web_e2e_wrong_code_page_receives(
     assert sender.wait(60) != 0, sender.describe()
     assert CLI_MISMATCH.search(sender.output), sender.describe()
     assert set(downloads_dir.iterdir()) == downloads, "a download started"
-    assert_no_bytes_relayed(web_server, since)
+    assert_no_bytes_relayed(web_server, since, scary)

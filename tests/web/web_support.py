@@ -71,21 +71,23 @@ def random_file(directory: Path, size: int, name: str = "") -> Path:
     return path
 
 
-def happy_mailboxes(usage_db: Path) -> int:
-    """Mailboxes of the file-transfer AppID that the server's usage records as `happy`
-    (a row is written when every side has closed the mailbox)."""
+def finished_mailboxes(usage_db: Path, result: str = "happy") -> int:
+    """Mailboxes of the file-transfer AppID that the server's usage records as `result` (a
+    row is written when every side has closed the mailbox)."""
     with contextlib.closing(sqlite3.connect(usage_db)) as db:
         (count,) = db.execute(
-            "SELECT count(*) FROM mailboxes WHERE app_id = ? AND result = 'happy'", (APPID,)
+            "SELECT count(*) FROM mailboxes WHERE app_id = ? AND result = ?", (APPID, result)
         ).fetchone()
     return int(count)
 
 
-def wait_for_mailboxes(usage_db: Path, at_least: int, timeout: float = 15.0) -> int:
+def wait_for_mailboxes(
+    usage_db: Path, at_least: int, timeout: float = 15.0, result: str = "happy"
+) -> int:
     deadline = time.monotonic() + timeout
-    while (count := happy_mailboxes(usage_db)) < at_least:
+    while (count := finished_mailboxes(usage_db, result)) < at_least:
         if time.monotonic() > deadline:
-            raise AssertionError(f"{count} happy mailboxes in the usage records, not {at_least}")
+            raise AssertionError(f"{count} {result} mailboxes in the usage records, not {at_least}")
         time.sleep(0.1)
     return count
 
