@@ -73,9 +73,12 @@ async def transfer(url: str, text: str) -> tuple[int, int, str]:
         text,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
-    await asyncio.sleep(1.0)
+    assert sender.stderr is not None
+    # the sender claims first: it prints its code once connected, with the code set
+    while b"Wormhole code is" not in (said := await asyncio.wait_for(sender.stderr.readline(), 60)):
+        assert said, "the sender exited without printing its code"
     receiver = await asyncio.create_subprocess_exec(
         "timeout",
         "-k",
@@ -90,4 +93,5 @@ async def transfer(url: str, text: str) -> tuple[int, int, str]:
         stderr=asyncio.subprocess.DEVNULL,
     )
     out, _ = await receiver.communicate()
+    await sender.communicate()  # the rest of its output, until it exits
     return await sender.wait(), receiver.returncode or 0, out.decode().strip()

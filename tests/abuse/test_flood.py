@@ -80,8 +80,9 @@ def _masked_text_frame(payload: bytes) -> bytes:
     return header + mask + masked
 
 
-async def slow_reader(url: str, outcomes: Counter[str]) -> None:
-    """A raw client with a tiny receive buffer that asks for big pongs and never reads."""
+async def slow_reader(url: str, outcomes: Counter[str], readers: int) -> None:
+    """A raw client with a tiny receive buffer that asks for big pongs and never reads; it
+    holds on until the server has dropped all `readers` of them (bounded)."""
     port = int(url.split(":")[2].split("/")[0])
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -103,7 +104,7 @@ async def slow_reader(url: str, outcomes: Counter[str]) -> None:
             await loop.sock_sendall(sock, _masked_text_frame(frame))
     except OSError:
         outcomes["slow reader dropped early"] += 1
-    await asyncio.sleep(10)  # hold the connection, never reading, until dropped
+    await slow_readers_dropped(url, readers)  # hold the connection, never reading
     sock.close()
 
 
@@ -128,7 +129,7 @@ async def test_floods_do_not_stop_real_transfers(server: str) -> None:
     held = await hold_connections(server, 130, outcomes)
     floods = [oversize(server, outcomes) for _ in range(3)]
     floods += [storm(server, outcomes) for _ in range(5)]
-    floods += [slow_reader(server, outcomes) for _ in range(2)]
+    floods += [slow_reader(server, outcomes, 2) for _ in range(2)]
     results = await asyncio.gather(
         *(transfer(server, t) for t in texts), *floods, return_exceptions=True
     )

@@ -13,6 +13,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,10 +62,31 @@ def _wormhole(port: int, *args: str) -> subprocess.Popen[str]:
 
 
 def _transfer(port: int, code: str, receiver_code: str) -> tuple[str, str]:
+    """The receiver's output and the sender's; the sender claims first, as a person would
+    (it prints its code once it is connected and has set it)."""
     sender = _wormhole(port, "send", "--no-qr", "--code", code, "--text", "pigeon")
-    time.sleep(0.5)  # the sender claims first, as a person would
+    said: list[str] = []
+    shown = threading.Event()
+
+    def read() -> None:
+        assert sender.stdout is not None
+        try:
+            for text in sender.stdout:
+                said.append(text)
+                if "Wormhole code is" in text:
+                    shown.set()
+        finally:
+            shown.set()  # it exited without one: the assertion below says so
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    shown.wait(60)
+    assert "Wormhole code is" in "".join(said), "".join(said)
     receiver = _wormhole(port, "receive", receiver_code)
-    return receiver.communicate(timeout=60)[0], sender.communicate(timeout=60)[0]
+    received = receiver.communicate(timeout=60)[0]
+    sender.wait(60)
+    reader.join(10)
+    return received, "".join(said)
 
 
 def _lonely(port: int) -> None:
