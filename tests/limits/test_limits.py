@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 
 import pytest
 import websockets
@@ -97,8 +98,12 @@ async def test_connections_per_address_refused_with_429(start_server: StartServe
         # a different client address (told by the trusted loopback proxy) still gets in
         other = await connect(srv.url, additional_headers={"X-Real-IP": "192.0.2.7"})
         assert (await call(other, type="ping", ping=1))["pong"] == 1
+        assert srv.ctx.clients.by_address["127.0.0.1"] == 3
         await held[0].close()
-        await asyncio.sleep(0.1)
+        deadline = time.monotonic() + 5
+        while srv.ctx.clients.by_address["127.0.0.1"] > 2:  # the server has let it go
+            assert time.monotonic() < deadline, srv.ctx.clients.by_address
+            await asyncio.sleep(0.01)
         again = await connect(srv.url)
         assert (await call(again, type="ping", ping=2))["pong"] == 2
 

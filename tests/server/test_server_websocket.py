@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pigeonhole.server.app import MailboxServer
+from tests.server.status_support import until
 from tests.support.server import http_get
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -204,7 +205,8 @@ async def test_client_answering_pings_is_kept(server: MailboxServer) -> None:
         opcode, payload = await client.recv()
         assert opcode == PING
         client.send(PONG, payload)
-        await asyncio.sleep(0.05)
+        # the next sweep comes once the server has read the pong (heard since the last)
+        await until(lambda: all(conn.socket._heard for conn in server.ctx.clients))
     client.send_json(type="ping", ping=9)
     await pong_for(client, 9)
     assert len(server.ctx.clients) == 1
@@ -231,16 +233,16 @@ async def test_bad_handshake_is_refused_with_400(server: MailboxServer) -> None:
 async def test_connection_that_never_finishes_its_head_is_dropped(make_server: Any) -> None:
     """A client that sends part of a request head and stops is cut off after the timeout."""
     async with make_server(handshake_timeout=0.3) as srv:
+        # a client that completes its head in time is served normally
+        client = await RawClient.open(srv)
+        client.send_json(type="ping", ping=4)
+        await pong_for(client, 4)
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
         writer.write(handshake()[0][:30])
         await writer.drain()
         # the server closes it (EOF) within the timeout, well before our 5 s wait ends
         assert await asyncio.wait_for(reader.read(), 5) == b""
-        # a client that completes its head in time is served normally
-        client = await RawClient.open(srv)
-        client.send_json(type="ping", ping=4)
-        await pong_for(client, 4)
-        await asyncio.sleep(0.5)  # past the timeout: an accepted connection is not cut
+        # the served client connected first, so its timeout is past too: it is not cut
         client.send_json(type="ping", ping=5)
         await pong_for(client, 5)
         client.writer.close()

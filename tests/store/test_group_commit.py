@@ -27,6 +27,8 @@ class Journal:
         self.events: list[str] = []
         self.release = threading.Event()
         self.release.set()
+        #: a sync has begun (it may be held back by `release`)
+        self.syncing = threading.Event()
         self.fail_write = False
         self.fail_sync = False
         self.failures: list[BaseException] = []
@@ -37,6 +39,7 @@ class Journal:
         self.events.append("write " + ",".join(e.name for e in effects))  # type: ignore[attr-defined]
 
     def sync(self) -> None:
+        self.syncing.set()
         self.release.wait(5)
         if self.fail_sync:
             raise OSError("EIO")
@@ -76,10 +79,11 @@ async def test_nothing_resolves_before_its_sync(
 ) -> None:
     journal.release.clear()  # the disk is slow
     first = committer.submit([_np("1")])
-    await asyncio.sleep(0.05)  # written, now syncing
+    await _until(journal.syncing.is_set)  # written, now syncing
     second = committer.submit([_np("2")])
     third = committer.submit([_np("3")])
-    await asyncio.sleep(0.05)  # gathered behind the running sync, not written yet
+    # gathered behind the running sync, not written yet: the one writer thread is held
+    # in the sync, so nothing more can be written until it is released
     assert first is not None and second is not None
     assert third is second  # one batch: one transaction, one sync
     assert not first.done() and not second.done()
@@ -98,7 +102,7 @@ async def test_a_barrier_waits_for_everything_before_it(
     step = committer.submit([_np("1")])
     barrier = committer.submit([])
     assert barrier is step
-    await asyncio.sleep(0.05)
+    await _until(journal.syncing.is_set)  # written, now syncing
     barrier = committer.submit([])
     assert barrier is step and barrier is not None and not barrier.done()
     journal.release.set()
@@ -131,7 +135,8 @@ async def test_a_failed_write_is_written_again_before_anything_later(
     assert not step.done() and committer.failing >= 2 and not recovered
     later = committer.submit([_np("2")])
     assert later is not None and later is not step
-    await asyncio.sleep(0.05)
+    tried = len(journal.failures)
+    await _until(lambda: len(journal.failures) > tried)  # the failed batch, tried again
     assert journal.events == []  # nothing after the failed batch is written before it
     journal.fail_write = False  # space is back
     await asyncio.wait_for(later, 5)
@@ -147,7 +152,7 @@ async def test_a_failed_sync_writes_the_batch_again_then_what_gathered_meanwhile
     journal.fail_sync = True
     journal.release.clear()
     step = committer.submit([_np("1")])
-    await asyncio.sleep(0.05)  # written, now syncing
+    await _until(journal.syncing.is_set)  # written, now syncing
     gathered = committer.submit([_np("2")])
     assert step is not None and gathered is not None and gathered is not step
     journal.release.set()

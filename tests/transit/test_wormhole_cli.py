@@ -41,20 +41,34 @@ async def start_mailbox(tmp_path: Path) -> tuple[asyncio.subprocess.Process, str
         await asyncio.sleep(0.1)
 
 
-async def wormhole(mailbox: str, relay_port: int, *args: str) -> tuple[int, str]:
+async def wormhole(
+    mailbox: str, relay_port: int, *args: str, code_shown: asyncio.Event | None = None
+) -> tuple[int, str]:
+    """Runs the CLI to its end: its status and output; `code_shown` is set once it has
+    printed its code (connected to the mailbox, the code set)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORMHOLE_")}
     proc = await asyncio.create_subprocess_exec(
         str(BIN / "wormhole"), "--relay-url", mailbox,
         "--transit-helper", f"tcp:127.0.0.1:{relay_port}", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
     )  # fmt: skip
+    assert proc.stdout is not None
+    said: list[bytes] = []
+
+    async def read(stdout: asyncio.StreamReader) -> None:
+        async for text in stdout:
+            said.append(text)
+            if code_shown is not None and b"Wormhole code is" in text:
+                code_shown.set()
+        await proc.wait()
+
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 90)
+        await asyncio.wait_for(read(proc.stdout), 90)
     except TimeoutError:
         proc.kill()
         await proc.wait()
         raise
-    return proc.returncode or 0, out.decode(errors="replace")
+    return proc.returncode or 0, b"".join(said).decode(errors="replace")
 
 
 @pytest.mark.interop
@@ -67,11 +81,16 @@ async def test_wormhole_cli_sends_a_file_through_the_relay(tmp_path: Path) -> No
     mailbox_proc, mailbox = await start_mailbox(tmp_path)
     try:
         async with Relay(TransitConfig()) as relay:
+            shown = asyncio.Event()
             send = asyncio.create_task(
                 wormhole(mailbox, relay.port, "send", "--no-listen", "--hide-progress",
-                         "--code", CODE, str(source))
+                         "--code", CODE, str(source), code_shown=shown)
             )  # fmt: skip
-            await asyncio.sleep(1.0)
+            # the sender claims first: the receiver starts once it has printed its code
+            waiting = asyncio.create_task(shown.wait())
+            await asyncio.wait([waiting, send], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            assert shown.is_set(), await send if send.done() else "no code in 60 s"
             received = await wormhole(
                 mailbox, relay.port, "receive", "--no-listen", "--hide-progress",
                 "--accept-file", "-o", str(target), CODE,
