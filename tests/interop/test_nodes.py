@@ -56,6 +56,7 @@ from tests.support.interop import (
     require,
     senders_wait_through,
     tail,
+    wait_for_pake,
 )
 from tests.support.postgres import fresh_database, run
 from tests.support.process import free_port
@@ -64,7 +65,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 T = TypeVar("T")
 
-WAIT_BEFORE_KILL = 2.0
 #: how long a killed node's sender may take to reconnect through HAProxy (its backoff
 #: starts at about 1 s)
 RECONNECT_TIMEOUT = 30.0
@@ -482,7 +482,7 @@ def test_haproxy_in_front_of_two_nodes(
         receiver: Client | None = None
         try:
             sender.wait_code()
-            time.sleep(WAIT_BEFORE_KILL)
+            wait_for_pake(node1, [code])  # it waits (the nodes share one database)
             assert sender.returncode is None, sender.describe()
             victim = wait_for(
                 "one node holds the sender's connection",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
@@ -29,6 +28,7 @@ from tests.support.interop import (
     check_success,
     random_file,
     random_text,
+    wait_for_pake,
 )
 from tests.support.postgres import fresh_database, run
 
@@ -63,7 +63,7 @@ def test_one_node_on_postgresql(net: Net, codes: Codes, tmp_path: Path) -> None:
             code, payload = codes.next(), random_text()
             sender = harness.start("py", "send", code, payload, "pg-restart")
             sender.wait_code()
-            time.sleep(2.0)
+            wait_for_pake(server, [code])  # it waits: claimed, open, PAKE stored
             assert sender.returncode is None, sender.describe()
             assert server.stop(signal.SIGKILL) == -signal.SIGKILL
             server.start()

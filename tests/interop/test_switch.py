@@ -21,7 +21,6 @@ import datetime as dt
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -39,12 +38,12 @@ from tests.support.interop import (
     check_wrong_code,
     random_file,
     random_text,
+    wait_for_pake,
 )
 from tests.support.reference import ReferenceServer, sha256
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
-WAIT_BEFORE_STOP = 2.0
 #: (day, result) -> (finished, started)
 Counts = dict[tuple[str, str], tuple[int, int]]
 
@@ -143,7 +142,7 @@ def test_waiting_transfers_finish_after_the_switch_and_history_carries_over(
         ]
         for sender in waiting:
             sender.wait_code()
-        time.sleep(WAIT_BEFORE_STOP)
+        wait_for_pake(reference, code_list)  # they wait: claimed, open, PAKE stored
         assert all(s.returncode is None for s in waiting), [s.describe() for s in waiting]
 
         # the switch

@@ -181,6 +181,9 @@ class Server(ServeProcess):
         self, data_dir: Path, log_path: Path, port: int | None = None, args: Sequence[str] = ()
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        #: the PostgreSQL URL of `--store`, or None (SQLite files in `data_dir`)
+        self.store = args[list(args).index("--store") + 1] if "--store" in args else None
         super().__init__(
             log_path,
             "--host",
@@ -190,6 +193,57 @@ class Server(ServeProcess):
             *args,  # more `serve` options (for example `--store postgresql://...`)
             port=port,
         )
+
+
+#: PAKE messages stored in the mailbox a nameplate points at: the same tables and columns
+#: in Pigeonhole's SQLite and PostgreSQL stores and in the reference's channel database
+PAKE_POSTED = (
+    "SELECT count(*) FROM {nameplates} n JOIN {messages} m"
+    " ON m.app_id = n.app_id AND m.mailbox_id = n.mailbox_id"
+    " WHERE n.name = {name} AND m.phase = 'pake'"
+)
+
+
+def pake_posted(server: Any, nameplate: str) -> int:
+    """PAKE messages `server` has stored for `nameplate` (a side that has claimed it,
+    opened its mailbox and sent its first message): a Pigeonhole `Server` on SQLite or
+    PostgreSQL, or the reference (`channel_db`). Read in a fresh connection."""
+    if isinstance(server, Server) and server.store is not None:
+        from tests.support.postgres import run
+
+        url = server.store
+
+        async def count() -> int:
+            import asyncpg  # type: ignore[import-untyped]
+
+            conn = await asyncpg.connect(url)
+            try:
+                query = PAKE_POSTED.format(
+                    nameplates="channel.nameplates", messages="channel.messages", name="$1"
+                )
+                return int(await conn.fetchval(query, nameplate))
+            finally:
+                await conn.close()
+
+        return run(count)
+    path = server.data_dir / "channel.sqlite" if isinstance(server, Server) else server.channel_db
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+        query = PAKE_POSTED.format(nameplates="nameplates", messages="messages", name="?")
+        return int(db.execute(query, (nameplate,)).fetchone()[0])
+
+
+def wait_for_pake(server: Any, codes: Sequence[str], timeout: float = 30.0) -> None:
+    """Wait until `server` has stored a PAKE message for the nameplate of every code: its
+    sides wait (claimed, mailbox open, first message durable)."""
+    deadline = time.monotonic() + timeout
+    for code in codes:
+        nameplate = code.split("-", 1)[0]
+        while not pake_posted(server, nameplate):
+            if time.monotonic() > deadline:
+                raise InteropError(f"no PAKE message stored for {code} in {timeout:g} s")
+            time.sleep(0.1)
 
 
 class RelayPort(Protocol):
@@ -760,7 +814,7 @@ class Harness:
                 if receiver_first:
                     r = there.start(receiver, "receive", rcode, payload, label, timeout)
                     clients.append(r)
-                    time.sleep(2)
+                    wait_for_pake(there.server, [rcode])  # the receiver waits
                     s = self.start(sender, "send", code, payload, label, timeout)
                     clients.append(s)
                 else:
@@ -877,11 +931,6 @@ def concurrently(fns: Sequence[Callable[[], T]]) -> list[T]:
     return [f.result() for f in futures]
 
 
-#: seconds a waiting sender gets (nameplate claimed, mailbox open, PAKE message posted)
-#: before its server is interrupted
-WAIT_BEFORE_INTERRUPT = 2.0
-
-
 def senders_wait_through(
     send_via: Harness,
     receive_via: Harness,
@@ -903,7 +952,8 @@ def senders_wait_through(
     try:
         for s in senders:
             s.wait_code()  # printed after the server's welcome
-        time.sleep(WAIT_BEFORE_INTERRUPT)
+        # they wait: nameplate claimed, mailbox open, PAKE message stored
+        wait_for_pake(send_via.server, code_list)
         for s in senders:
             if s.returncode is not None:
                 raise InteropError(f"sender exited before the {label}\n{s.describe()}")

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.transit.transit_support import TcpClient, WsClient, line, side, token
+from tests.transit.transit_support import TcpClient, WsClient, line, listening, side, token
 
 LISTENING_RE = re.compile(rb"listening on 127\.0\.0\.1:(\d+) \(WebSocket 127\.0\.0\.1:(\d+)\)")
 PAYLOAD = b"x" * 100_000
@@ -52,18 +52,6 @@ async def runner() -> AsyncIterator[Runner]:
             proc.kill()
         with contextlib.suppress(ProcessLookupError):
             await proc.wait()
-
-
-def listening(port: int) -> bool:
-    """Whether a socket listens on TCP `port`, read from /proc/net/tcp{,6}: no connection is
-    made (the relay would write a usage record for one)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as rows:
-            for row in list(rows)[1:]:
-                local, state = row.split()[1], row.split()[3]
-                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # LISTEN
-                    return True
-    return False
 
 
 async def pair(port: int, ws_url: str | None = None) -> tuple[TcpClient, TcpClient | WsClient]:

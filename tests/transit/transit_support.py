@@ -253,6 +253,37 @@ class Relay:
         await self.until(lambda: core.connections == count)
 
 
+def _tcp_sockets() -> list[tuple[int, int, str, int, int]]:
+    """Every TCP socket of this network namespace, from /proc/net/tcp{,6}: local port,
+    remote port, state (hex, "0A" listening, "01" established), send queue (bytes not yet
+    acknowledged), receive queue (bytes not yet read)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                tx, rx = (int(n, 16) for n in fields[4].split(":"))
+                local, remote = (int(a.rsplit(":", 1)[1], 16) for a in fields[1:3])
+                found.append((local, remote, fields[3], tx, rx))
+    return found
+
+
+def listening(port: int) -> bool:
+    """Whether a socket listens on TCP `port` (no connection made, which a relay would
+    count and record)."""
+    return any(local == port and state == "0A" for local, _, state, _, _ in _tcp_sockets())
+
+
+def unread(ports: set[int]) -> int:
+    """Bytes sent over loopback to the listeners on `ports` that they have not read yet
+    (still in their connections' receive queues, or unacknowledged in their clients')."""
+    total = 0
+    for local, remote, state, tx, rx in _tcp_sockets():
+        if state == "01":  # established
+            total += rx if local in ports else tx if remote in ports else 0
+    return total
+
+
 class Reference:
     """`twist transitrelay` on free loopback ports (TCP and WebSocket), stopped by PID."""
 
@@ -260,6 +291,7 @@ class Reference:
         if not TWIST.exists():
             pytest.skip("the reference relay is not installed (scripts/setup --test does it)")
         self.port, ws_port = free_port(), free_port()
+        self.ports = {self.port, ws_port}
         self.ws_url = f"ws://127.0.0.1:{ws_port}/"
         self.usage_db = workdir / "transit-usage.sqlite"
         argv = [
@@ -281,9 +313,13 @@ class Reference:
         self.service.stop(timeout=10)
 
     async def waiting(self, count: int) -> None:
-        """The reference is a process we cannot look into: it is given a moment to read
-        what was sent (this orders sides; outcomes are still decided on events)."""
-        await asyncio.sleep(0.05)
+        """The reference is a process we cannot look into: wait until it has read every
+        byte sent to it. Its reactor handles what one read brought before it reads again,
+        so a side sent next is handled after these (this orders sides)."""
+        deadline = time.monotonic() + BOUND
+        while unread(self.ports):
+            assert time.monotonic() < deadline, "the reference relay left bytes unread"
+            await asyncio.sleep(0.01)
 
     def moods(self) -> list[str]:
         with contextlib.closing(sqlite3.connect(self.usage_db)) as db:
