@@ -130,7 +130,7 @@ class MailboxServer:
                 (c.usage_sample_interval, self.sample_usage),
                 # a slow reader is noticed within a quarter of the send timeout
                 (min(max(c.send_timeout / 4, 0.25), 5.0), self.sweep_slow_readers),
-                (HEARTBEAT_INTERVAL, ctx.clients.heartbeat),
+                (HEARTBEAT_INTERVAL, ctx.clients.heartbeat_in_turns),
                 (c.disk_check_interval, ctx.health.check_disk),
                 (USAGE_SIZE_INTERVAL, ctx.storage.measure_usage),
                 (c.log_summary_interval, ctx.events.summary.flush),

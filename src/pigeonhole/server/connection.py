@@ -59,6 +59,7 @@ class Connection:
     __slots__ = (
         "_close_request",
         "address",
+        "counted",
         "ctx",
         "host",
         "outbox",
@@ -108,6 +109,8 @@ class Connection:
             owner=client,
         )
         self._close_request: tuple[int, str] | None = None
+        #: what the connection table counts this one as (server/connections.py's)
+        self.counted = 0
         # the handshake is done: the welcome goes out now and is not kept
         welcome = welcome_for(config, host, port, permission_required, notice)
         self.outbox.put({"type": "welcome", "welcome": welcome})
@@ -137,12 +140,13 @@ class Connection:
 
     def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None:
         """Send what a committed batch decided for this connection's commands, in order;
-        their frames leave in one write."""
+        their frames leave in one write. The batch's fork is the session now: counted."""
+        self.ctx.clients.note(self)
         socket = self.socket
         socket.begin()
         try:
             for msg, step in decided:
-                self.emit(msg, step, None)
+                self._emit(msg, step, None)
         finally:
             socket.end()
 
@@ -180,7 +184,11 @@ class Connection:
 
     def emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
         """Send what a step decided: replies that wait for its writes wait for `barrier`
-        (None: nothing is outstanding)."""
+        (None: nothing is outstanding). The step may have changed the session: counted anew."""
+        self.ctx.clients.note(self)
+        self._emit(msg, step, barrier)
+
+    def _emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
         ctx = self.ctx
         held = barrier if self._ack_waits(msg["type"], step) else None
         refused = False
@@ -269,10 +277,17 @@ class Connection:
             return
         loaded.resolve()
 
-    def check_behind(self, now: float, timeout: float) -> None:
-        """Called periodically: drop the client if it has not kept up for `timeout` s."""
-        if self.outbox.behind(now, timeout):
-            self.outbox.drop_slow_reader()
+    def fell_behind(self) -> None:
+        """A write left more than BEHIND_BYTES unsent: the slow-reader sweep watches it."""
+        self.ctx.clients.watch(self)
+
+    def check_behind(self, now: float, timeout: float) -> bool:
+        """Called by the sweep: drop the client if it has not kept up for `timeout` s.
+        Whether it is still behind (dropped or caught up: False, the sweep forgets it)."""
+        outbox = self.outbox
+        if outbox.behind(now, timeout):
+            outbox.drop_slow_reader()
+        return outbox.behind_since is not None and not outbox.overflowed
 
     def _slow(self) -> None:
         """The client does not read: stop delivering, and drop it without waiting."""

@@ -32,10 +32,12 @@ class Member(Protocol):
     def address(self) -> str: ...
 
     def emit(self, msg: dict[str, Any], step: Step, barrier: Barrier) -> None:
-        """Send what a step decided; replies that wait for its writes wait for `barrier`."""
+        """Send what a step decided; replies that wait for its writes wait for `barrier`.
+        Called after every step, so the connection counts its session anew here."""
 
     def emit_run(self, decided: list[tuple[dict[str, Any], Step]]) -> None:
-        """Send what a committed batch decided for this connection's commands, in order."""
+        """Send what a committed batch decided for this connection's commands, in order
+        (after its fork became the session, which the connection counts anew here)."""
 
     def deliver(self, frame: dict[str, Any]) -> None:
         """Another side's message, committed elsewhere."""
@@ -111,10 +113,10 @@ class LocalDecider:
         return pruned
 
     async def usage_counts(self, now: float) -> UsageCounts:
+        """The connection table keeps its bound and subscribed counts as steps are
+        emitted (server/connections.py `note`): read, not recounted."""
         conns = self._core.clients
-        bound = sum(1 for c in conns if c.session.bound)
-        subscribed = sum(1 for c in conns if c.session.mailbox is not None)
-        return (len(conns), bound, subscribed, *self._core.rendezvous.counts())
+        return (len(conns), conns.bound, conns.subscribed, *self._core.rendezvous.counts())
 
     def status(self) -> None:
         return None

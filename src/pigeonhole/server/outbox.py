@@ -22,7 +22,9 @@ queued with a barrier that is done while this connection's callback is still to 
 waits behind what is held, so order is kept.
 The transport's buffer is the send queue: a client that stops reading shows as a growing
 buffer, and `behind()` lets the server drop it (too many bytes, or behind for too long)
-without anyone waiting on it.
+without anyone waiting on it. Only connections a write left over BEHIND_BYTES are asked
+(server/websocket.py `flush` tells the connection table), so an idle crowd costs the
+periodic sweep nothing.
 """
 
 from __future__ import annotations

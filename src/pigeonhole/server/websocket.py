@@ -19,6 +19,8 @@ from typing import cast
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import Protocol, Side, State
 
+from pigeonhole.server.outbox import BEHIND_BYTES
+
 
 class FrameHandler(typing.Protocol):
     """The connection a socket hands its messages to (connection.py's Connection)."""
@@ -26,6 +28,8 @@ class FrameHandler(typing.Protocol):
     def handle_frame(self, data: str | bytes) -> None: ...
     def bad_frame(self, kind: str) -> None: ...
     def connection_lost(self) -> None: ...
+    def fell_behind(self) -> None:
+        """A write left more than BEHIND_BYTES in the transport's buffer."""
 
 
 #: websockets' per-connection log lines (INFO and below) are not wanted here
@@ -157,7 +161,12 @@ class MailboxSocket(asyncio.Protocol):
             self.flush(preamble)
 
     def flush(self, preamble: bytes = b"") -> None:
-        """Write what the protocol has queued; close the transport when it says so."""
+        """Write what the protocol has queued; close the transport when it says so.
+
+        Every write to the transport is made here, so this is where a client that does
+        not read is first seen: a write that leaves more than BEHIND_BYTES unsent tells
+        the connection (the slow-reader sweep then watches it).
+        """
         chunks = self._ws.data_to_send()
         if preamble:
             chunks.insert(0, preamble)
@@ -171,6 +180,8 @@ class MailboxSocket(asyncio.Protocol):
             transport.write(chunks[0])
         else:
             transport.writelines(chunks)
+        if transport.get_write_buffer_size() > BEHIND_BYTES and self.conn is not None:
+            self.conn.fell_behind()
 
     def write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size()

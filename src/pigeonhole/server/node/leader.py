@@ -90,8 +90,8 @@ class Leadership:
             await store.grant_grace(now)
 
     def _own_counts(self) -> tuple[int, int, int]:
-        conns = self._host.clients
-        return len(conns), sum(1 for c in conns if c.session.bound), len(self._subscriptions)
+        conns = self._host.clients  # its bound count is kept as sessions change
+        return len(conns), conns.bound, len(self._subscriptions)
 
     async def prune(self) -> int:
         """The leader deletes channels idle past the expiry (no reader on any node touched
