@@ -75,7 +75,7 @@ class Leadership:
         figures.read_totals(await store.totals())
         await store.report_node(self._id, host.uptime.started, now, self._own_counts())
         figures.nodes_alive = (await store.node_sums(now - NODE_STALE))[0]
-        if now - self._last_top >= TOP_EVERY:  # a GROUP BY over every stored message
+        if now - self._last_top >= TOP_EVERY:  # a GROUP BY over every address's holdings
             self._last_top = now
             top = await store.top_holders(TOP_HOLDERS)
             host.ledger.bytes_by.clear()
@@ -98,6 +98,7 @@ class Leadership:
         them); other nodes prune nothing."""
         if not self._figures.leader:
             return 0
+        await self._store.fold_holdings()  # the per-address counters' shards, summed
         host = self._host
         pruned = 0
         # this node's readers first (others touch theirs every TOUCH_EVERY seconds, well

@@ -2,8 +2,10 @@
 
 In one transaction under an advisory lock, so nodes starting together cannot race:
 postgres-v1.sql (schemas `channel` and `usage`, the SQLite files' tables and columns), then
-postgres-upgrade-v1-v2.sql, -v2-v3.sql, -v3-v4.sql, -v4-v5.sql, -v5-v6.sql and -v6-v7.sql.
-`channel.version` holds the version; a database of a newer version is refused.
+each postgres-upgrade-vN-vN+1.sql in turn up to POSTGRES_VERSION. `channel.version` holds
+the version; a database of a newer version is refused. An upgrade that locks tables
+(v7 -> v8) may deadlock with the batches of nodes still running: it is rolled back and
+tried again.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 
 from pigeonhole.store.errors import StoreError
 
-POSTGRES_VERSION = 7
+POSTGRES_VERSION = 8
 #: advisory lock key for creating or upgrading the schema (per transaction)
 SCHEMA_LOCK = 0x50_69_67_01
+#: tries of the whole transaction when it deadlocks (SQLSTATE 40P01)
+UPGRADE_TRIES = 5
 
 
 def schema_sql(name: str) -> str:
@@ -23,7 +27,22 @@ def schema_sql(name: str) -> str:
     return (resources.files("pigeonhole.store.postgres") / "schema" / name).read_text()
 
 
+def upgrade_file(version: int) -> str:
+    """The file that upgrades a database of `version` to the next."""
+    return f"postgres-upgrade-v{version}-v{version + 1}.sql"
+
+
 async def create_or_upgrade(conn: Any) -> None:
+    for tries_left in range(UPGRADE_TRIES - 1, -1, -1):
+        try:
+            await _create_or_upgrade(conn)
+            return
+        except Exception as err:
+            if tries_left == 0 or getattr(err, "sqlstate", None) != "40P01":
+                raise
+
+
+async def _create_or_upgrade(conn: Any) -> None:
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
         exists = await conn.fetchval("SELECT to_regclass('channel.version') IS NOT NULL")
@@ -32,24 +51,9 @@ async def create_or_upgrade(conn: Any) -> None:
             version = 1
         else:
             version = await conn.fetchval("SELECT max(version) FROM channel.version")
-        if version == 1:
-            await conn.execute(schema_sql("postgres-upgrade-v1-v2.sql"))
-            version = 2
-        if version == 2:
-            await conn.execute(schema_sql("postgres-upgrade-v2-v3.sql"))
-            version = 3
-        if version == 3:
-            await conn.execute(schema_sql("postgres-upgrade-v3-v4.sql"))
-            version = 4
-        if version == 4:
-            await conn.execute(schema_sql("postgres-upgrade-v4-v5.sql"))
-            version = 5
-        if version == 5:
-            await conn.execute(schema_sql("postgres-upgrade-v5-v6.sql"))
-            version = 6
-        if version == 6:
-            await conn.execute(schema_sql("postgres-upgrade-v6-v7.sql"))
-            version = 7
+        while version is not None and 1 <= version < POSTGRES_VERSION:
+            await conn.execute(schema_sql(upgrade_file(version)))
+            version += 1
         if version != POSTGRES_VERSION:
             raise StoreError(
                 f"unable to handle PostgreSQL schema version {version} (want {POSTGRES_VERSION})"

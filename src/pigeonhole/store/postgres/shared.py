@@ -2,11 +2,13 @@
 
 With PostgreSQL the database is the truth, not any node's memory: a node decides a batch
 of commands inside one transaction that first locks and loads what those commands read
-(`channel.lock_and_load`, schema/postgres-upgrade-v1-v2.sql), builds a `Rendezvous`
-of just those rows, and runs the same protocol core on it (protocol/session.py, on a
-`Session.fork`). The effects it makes are written in the same transaction. This module
-is the pure half: what to lock (`batch_spec`), the rendezvous made of the loaded rows
-(`loaded_rendezvous`), and the extra writes a shared store needs (`touches`).
+(`channel.lock_and_load`, schema/postgres-upgrade-v1-v2.sql; its current form in
+-v7-v8.sql, which reads each address's holdings from `channel.holdings`), builds a
+`Rendezvous` of just those rows, and runs the same protocol core on it
+(protocol/session.py, on a `Session.fork`). The effects it makes are written in the same
+transaction. This module is the pure half: what to lock (`batch_spec`), the rendezvous
+made of the loaded rows (`loaded_rendezvous`), and the extra writes a shared store needs
+(`touches`).
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ decided in one transaction). This module holds the connections and the SQL:
   notification to the node and, after it was lost, reconnects, LISTENs again and tells
   the node to re-read what it may have missed;
 - the leader lock: a session advisory lock on a connection of its own, so exactly one
-  node prunes and samples usage, and a node that dies (kill -9) lets it go with its
-  connection;
-- a small pool for reads: totals, the nodes table, bodies too big to notify, health.
+  node prunes (and folds `channel.holdings`) and samples usage, and a node that dies
+  (kill -9) lets it go with its connection;
+- a small pool for reads: totals and top holders (from `channel.holdings`, which the
+  database's triggers keep: schema/postgres-upgrade-v7-v8.sql), the nodes table, bodies
+  too big to notify, health.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ CHANNEL = "pigeonhole"
 #: SQLSTATEs after which a batch is decided again: unique violation (two nodes made one
 #: nameplate), deadlock, serialization failure
 RETRY_STATES = frozenset({"23505", "40P01", "40001"})
+#: shard rows of `channel.holdings` folded per transaction, and transactions per fold
+FOLD_CHUNK = 5000
+FOLD_CHUNKS = 20
 
 T = TypeVar("T")
 #: the node's notification handler (payload), and what it does after a lost listener
@@ -284,22 +289,40 @@ class PostgresStore:
     # -- reads ----------------------------------------------------------------------
 
     async def totals(self) -> tuple[int, int, int]:
-        """(nameplates, mailboxes, stored body bytes) across every node."""
+        """(nameplates, mailboxes, stored body bytes) across every node: the shards of
+        `channel.holdings`' totals (owner ''), not a count of the rows."""
         row = await self._pool.fetchrow(
-            "SELECT (SELECT count(*) FROM channel.nameplates),"
-            " (SELECT count(*) FROM channel.mailboxes),"
-            " (SELECT coalesce(sum(size), 0) FROM channel.messages)"
+            "SELECT coalesce(sum(nameplates), 0), coalesce(sum(mailboxes), 0),"
+            " coalesce(sum(bytes), 0) FROM channel.holdings WHERE owner = ''"
         )
         return int(row[0]), int(row[1]), int(row[2])
 
     async def top_holders(self, limit: int) -> dict[str, int]:
         """The client addresses holding the most stored body bytes, across every node."""
         rows = await self._pool.fetch(
-            "SELECT owner, sum(size) FROM channel.messages WHERE owner IS NOT NULL"
-            " GROUP BY owner ORDER BY 2 DESC LIMIT $1",
+            "SELECT owner, sum(bytes) FROM channel.holdings WHERE owner <> ''"
+            " GROUP BY owner HAVING sum(bytes) > 0 ORDER BY 2 DESC LIMIT $1",
             limit,
         )
         return {owner: int(total) for owner, total in rows}
+
+    async def fold_holdings(self) -> int:
+        """Fold the shards of `channel.holdings` no transaction is writing (the leader,
+        at each pruning run): FOLD_CHUNK rows per transaction, at most FOLD_CHUNKS of
+        them; a deadlock or serialization failure ends it (the next run tries again).
+        The shard rows folded."""
+        folded = 0
+        for _ in range(FOLD_CHUNKS):
+            try:
+                done = await self._pool.fetchval("SELECT channel.fold_holdings($1)", FOLD_CHUNK)
+            except self._pg.PostgresError as err:
+                if str(getattr(err, "sqlstate", "")) in RETRY_STATES:
+                    return folded
+                raise
+            folded += int(done)
+            if done < FOLD_CHUNK:
+                break
+        return folded
 
     async def report_node(
         self, node: str, started: float, now: float, counts: tuple[int, int, int]
