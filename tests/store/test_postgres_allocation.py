@@ -85,3 +85,61 @@ def test_short_names_beside_a_crowd(postgres_url: str) -> None:
             await conn.close()
 
     run(check)
+
+
+def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url: str) -> None:
+    """Three `allocate`s in one batch where 1-9 has one free number and 10-99 one: the
+    answer reads 10-99 and 100-999 too (`wanted` 3), so the batch takes 9, 99 and a free
+    three-digit number, never a name it did not read (a taken name drawn there made the
+    batch collide on the unique key, and again each time it was decided again)."""
+    import random
+
+    from pigeonhole.protocol.channels import Randomness
+    from pigeonhole.protocol.limits import Limits
+    from pigeonhole.store.postgres.shared import loaded_rendezvous
+
+    async def check() -> None:
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            async with conn.transaction():
+                for name in SCHEMA:
+                    await conn.execute(schema_sql(name))
+                taken = [str(n) for n in range(1, 9)] + [str(n) for n in range(10, 99)]
+                taken += [str(n) for n in range(100, 400)]
+                await _put(conn, taken)
+                spec = {
+                    "names": [],
+                    "mailboxes": [],
+                    "apps": [],
+                    "bodies": [],
+                    "owners": [],
+                    "seq": False,
+                    "allocates": [APP],
+                    "long": [],
+                    "wanted": {APP: 3},
+                }
+                loaded = orjson.loads(
+                    await conn.fetchval(
+                        "SELECT channel.lock_and_load($1::jsonb)::text",
+                        orjson.dumps(spec).decode(),
+                    )
+                )
+        finally:
+            await conn.close()
+        (answer,) = loaded["allocates"]
+        assert answer[:5] == [APP, [8, 89, 300], 1, "free", [9]]
+        more = answer[6]
+        assert more[0] == [2, "free", [99]]
+        assert more[1][:2] == [3, "taken"] and sorted(more[1][2], key=int) == taken[97:]
+        assert len(more) == 2
+        for seed in range(20):
+            rng = random.Random(seed)
+            chance = Randomness(rng.choice, rng.randrange, lambda: f"m{rng.random()}")
+            rz = loaded_rendezvous(
+                loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0
+            )
+            made = [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(3)]
+            assert made[:2] == ["9", "99"]
+            assert 400 <= int(made[2]) <= 999
+
+    run(check)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Collection
 from functools import partial
 from typing import Any
@@ -82,6 +83,7 @@ class Batches:
         wants, owners = self._guess(batch)
         spec = batch_spec(wants, owners)
         spec["long"] = self._long_numbers(wants)
+        spec["wanted"] = self._wanted(wants)
         outcome = await self._commit(batch, spec, ready)
         if outcome is None:
             return  # refused by the database: decided again without the culprit
@@ -113,6 +115,16 @@ class Batches:
                         self._notes.subscriptions.pending(conn, want.mailboxes[0])
                         break
         return wants, owners
+
+    def _wanted(self, wants: list[Wants]) -> dict[str, int]:
+        """Per app allocated in, how many free numbers the batch may need: its `allocate`s
+        there and the names this node's other running batches are making (they count as
+        taken here); `channel.short_names` reads lengths until they hold that many."""
+        wanted: Counter[str] = Counter(app_id for want in wants for app_id in want.allocates)
+        for app_id, _ in self._reserved:
+            if app_id in wanted:
+                wanted[app_id] += 1
+        return dict(wanted)
 
     def _long_numbers(self, wants: list[Wants]) -> list[list[str]]:
         """Numbers 1000-999999 drawn for each `allocate`, LONG_DRAWS each (the database

@@ -138,23 +138,35 @@ def _short_names(rz: Rendezvous, row: list[Any]) -> None:
     """What `channel.short_names` read for an app a nameplate is allocated in, as its
     `ShortNames`: the taken counts (committed rows; names this batch loaded are among
     them), lengths before the shortest with a free number listed as having none, that
-    length's taken names (as bare nameplates) or free numbers, and, when 1-999 are all
-    taken, the drawn long numbers found free."""
-    app_id, counts, shortest, kind, listed, long_free = row
+    length's taken names (as bare nameplates) or free numbers, the same of the lengths
+    after it read for the batch's `wanted` count, any length not read as having none
+    free, and the drawn long numbers found free (read when the lengths read hold fewer
+    free numbers than wanted)."""
+    app_id, counts, shortest, kind, listed, long_free, *rest = row
+    # [length, kind, names] of the lengths after the shortest that were read too (the
+    # answer to a spec with `wanted`; version 7's has none)
+    lengths = {shortest: (kind, listed)} if shortest else {}
+    for more in rest[0] if rest else ():
+        lengths[int(more[0])] = (more[1], more[2])
     app = rz.app(app_id)
-    if kind == "taken":
-        for name in listed:
-            if name not in app.nameplates:
-                app.put_nameplate(Nameplate(name, ""))
+    for read_kind, names in lengths.values():
+        if read_kind == "taken":
+            for name in names:
+                if name not in app.nameplates:
+                    app.put_nameplate(Nameplate(name, ""))
     short = app.short
     short.pinned = True
     short.taken = [int(c) for c in counts]
     for k, (low, high) in enumerate(SHORT_LENGTHS):
-        if shortest == 0 or k < shortest - 1:
+        read = lengths.get(k + 1)
+        if read is None:
+            # full before the shortest; after the lengths read, not read: no number of
+            # such a length is chosen (one drawn blind could be a taken name)
             short.free[k] = []
-            short.taken[k] = high - low
-        elif k == shortest - 1 and kind == "free":
-            short.free[k] = [int(n) for n in listed]
+            if shortest == 0 or k < shortest - 1:
+                short.taken[k] = high - low
+        elif read[0] == "free":
+            short.free[k] = [int(n) for n in read[1]]
     short.long_free = list(long_free)
 
 

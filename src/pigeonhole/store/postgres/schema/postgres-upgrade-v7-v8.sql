@@ -187,6 +187,73 @@ ALTER FUNCTION channel.fold_holdings(integer)
 -- As version 7's, with `owners` read from `channel.holdings`: [owner, nameplates,
 -- mailboxes, bytes], each the sum over the owner's shards (an owner holding nothing reads
 -- zeros, as before).
+-- The names an allocation reads, given how many the batch wants in the app (`wanted`: its
+-- `allocate`s there and the names the node's other running batches are making): version
+-- 7's answer, plus the lengths after the shortest with a free number, each as
+-- [length, 'taken' | 'free', its taken names or free numbers], until the lengths listed
+-- hold `wanted` free numbers; the drawn long numbers are read when they do not. A batch
+-- that takes the shortest length's last free numbers goes on in the next length knowing
+-- its names (with version 7's answer it drew there blind, and a taken draw made the batch
+-- collide, and collide again when decided again).
+CREATE FUNCTION channel.short_names(app text, long text[], wanted int) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    counts int[] := ARRAY[0, 0, 0];
+    r record;
+    shortest int := 0;
+    low int;
+    high int;
+    kind text;
+    names jsonb;
+    first_kind text := '';
+    first_listed jsonb := '[]'::jsonb;
+    more jsonb := '[]'::jsonb;
+    free_listed int := 0;
+    long_free jsonb := '[]'::jsonb;
+BEGIN
+    FOR r IN SELECT length(n.name) AS len, count(*) AS taken FROM channel.nameplates n
+            WHERE n.app_id = app AND n.name ~ '^[1-9][0-9]{0,2}$' GROUP BY 1 LOOP
+        counts[r.len] := r.taken;
+    END LOOP;
+    FOR k IN 1..3 LOOP
+        low := (10 ^ (k - 1))::int;
+        high := (10 ^ k)::int;
+        CONTINUE WHEN counts[k] >= high - low;
+        IF 2 * counts[k] <= high - low THEN
+            kind := 'taken';
+            SELECT coalesce(jsonb_agg(n.name), '[]'::jsonb) INTO names FROM channel.nameplates n
+                WHERE n.app_id = app AND n.name ~ '^[1-9][0-9]{0,2}$' AND length(n.name) = k;
+        ELSE
+            kind := 'free';
+            SELECT coalesce(jsonb_agg(g.n ORDER BY g.n), '[]'::jsonb) INTO names
+                FROM generate_series(low, high - 1) AS g(n)
+                WHERE g.n::text NOT IN (SELECT n.name FROM channel.nameplates n
+                    WHERE n.app_id = app AND n.name ~ '^[1-9][0-9]{0,2}$'
+                        AND length(n.name) = k);
+        END IF;
+        IF shortest = 0 THEN
+            shortest := k;
+            first_kind := kind;
+            first_listed := names;
+        ELSE
+            more := more || jsonb_build_array(jsonb_build_array(k, kind, names));
+        END IF;
+        free_listed := free_listed + (high - low - counts[k]);
+        EXIT WHEN free_listed >= wanted;
+    END LOOP;
+    IF free_listed < wanted AND cardinality(long) > 0 THEN
+        SELECT coalesce(jsonb_agg(c.name ORDER BY c.i), '[]'::jsonb) INTO long_free
+            FROM unnest(long) WITH ORDINALITY AS c(name, i)
+            WHERE NOT EXISTS (SELECT 1 FROM channel.nameplates n
+                WHERE n.app_id = app AND n.name = c.name);
+    END IF;
+    RETURN jsonb_build_array(app, to_jsonb(counts), shortest, first_kind, first_listed,
+        long_free, more);
+END
+$$;
+ALTER FUNCTION channel.short_names(text, text[], int)
+    SET enable_seqscan = off SET plan_cache_mode = force_generic_plan SET jit = off;
+
 CREATE OR REPLACE FUNCTION channel.lock_and_load(spec jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     n_app text[];
@@ -257,9 +324,14 @@ BEGIN
                 n.app_id, n.name, n.mailbox_id)), '[]')
             FROM channel.nameplates n
             WHERE n.app_id IN (SELECT jsonb_array_elements_text(spec->'apps'))) END,
-        'allocates', (SELECT coalesce(jsonb_agg(channel.short_names(a.app_id,
-                coalesce(ARRAY(SELECT v->>1 FROM jsonb_array_elements(spec->'long') v
-                    WHERE v->>0 = a.app_id), '{}'))), '[]')
+        'allocates', (SELECT coalesce(jsonb_agg(CASE WHEN spec ? 'wanted'
+                THEN channel.short_names(a.app_id,
+                    coalesce(ARRAY(SELECT v->>1 FROM jsonb_array_elements(spec->'long') v
+                        WHERE v->>0 = a.app_id), '{}'),
+                    coalesce((spec->'wanted'->>a.app_id)::int, 1))
+                ELSE channel.short_names(a.app_id,
+                    coalesce(ARRAY(SELECT v->>1 FROM jsonb_array_elements(spec->'long') v
+                        WHERE v->>0 = a.app_id), '{}')) END), '[]')
             FROM (SELECT DISTINCT jsonb_array_elements_text(coalesce(spec->'allocates', '[]'))
                 AS app_id) a),
         'owners', CASE WHEN jsonb_array_length(spec->'owners') = 0 THEN '[]'::jsonb ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(
