@@ -134,7 +134,8 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
         assert len(more) == 2
         for seed in range(20):
             rng = random.Random(seed)
-            chance = Randomness(rng.choice, rng.randrange, lambda: f"m{rng.random()}")
+            ids = (f"m{n}" for n in range(10))
+            chance = Randomness(rng.choice, rng.randrange, ids.__next__)
             rz = loaded_rendezvous(
                 loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0
             )
