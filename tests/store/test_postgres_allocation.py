@@ -3,12 +3,16 @@ an `allocate` reads instead of every name of its app (schema version 7)."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
+from pigeonhole.protocol.channels import Randomness
+from pigeonhole.protocol.limits import Limits
 from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
+from pigeonhole.store.postgres.shared import loaded_rendezvous
 from tests.support.postgres import postgres_url, run
 
 __all__ = ["postgres_url"]
@@ -19,7 +23,8 @@ SCHEMA = ["postgres-v1.sql"] + [
 ]
 
 
-async def _allocates(conn: Any, long: list[str]) -> list[Any]:
+async def _load(conn: Any, apps: list[str], long: list[str], **more: Any) -> dict[str, Any]:
+    """`channel.lock_and_load` for a batch that allocates in `apps` and reads nothing else."""
     spec = {
         "names": [],
         "mailboxes": [],
@@ -27,16 +32,21 @@ async def _allocates(conn: Any, long: list[str]) -> list[Any]:
         "bodies": [],
         "owners": [],
         "seq": False,
-        "allocates": [APP, "other app"],
+        "allocates": apps,
         "long": [[APP, name] for name in long],
+        **more,
     }
-    loaded = orjson.loads(
+    loaded: dict[str, Any] = orjson.loads(
         await conn.fetchval(
             "SELECT channel.lock_and_load($1::jsonb)::text", orjson.dumps(spec).decode()
         )
     )
     assert loaded["app_names"] == []  # no name is read for an allocation
-    return sorted(loaded["allocates"])
+    return loaded
+
+
+async def _allocates(conn: Any, long: list[str]) -> list[Any]:
+    return sorted((await _load(conn, [APP, "other app"], long))["allocates"])
 
 
 async def _put(conn: Any, names: list[str], app: str = APP) -> None:
@@ -92,11 +102,6 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
     answer reads 10-99 and 100-999 too (`wanted` 3), so the batch takes 9, 99 and a free
     three-digit number, never a name it did not read (a taken name drawn there made the
     batch collide on the unique key, and again each time it was decided again)."""
-    import random
-
-    from pigeonhole.protocol.channels import Randomness
-    from pigeonhole.protocol.limits import Limits
-    from pigeonhole.store.postgres.shared import loaded_rendezvous
 
     async def check() -> None:
         conn = await asyncpg.connect(postgres_url)
@@ -107,23 +112,7 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
                 taken = [str(n) for n in range(1, 9)] + [str(n) for n in range(10, 99)]
                 taken += [str(n) for n in range(100, 400)]
                 await _put(conn, taken)
-                spec = {
-                    "names": [],
-                    "mailboxes": [],
-                    "apps": [],
-                    "bodies": [],
-                    "owners": [],
-                    "seq": False,
-                    "allocates": [APP],
-                    "long": [],
-                    "wanted": {APP: 3},
-                }
-                loaded = orjson.loads(
-                    await conn.fetchval(
-                        "SELECT channel.lock_and_load($1::jsonb)::text",
-                        orjson.dumps(spec).decode(),
-                    )
-                )
+                loaded = await _load(conn, [APP], [], wanted={APP: 3})
         finally:
             await conn.close()
         (answer,) = loaded["allocates"]
