@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import run  # noqa: E402  (bench/run.py: `pigeonhole serve` as the benchmarks start it)
-from tests.support.interop import descendants  # noqa: E402
+from tests.support.process import descendants  # noqa: E402
 from tests.web.engines import ENGINES, engine_tab  # noqa: E402
 
 MIB = 1 << 20

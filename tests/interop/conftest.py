@@ -19,18 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.interop import (
-    WORMHOLE,
-    Codes,
-    Forwarder,
-    Harness,
-    Net,
-    NetNS,
-    RelayPort,
-    Server,
-    TransitRelay,
-)
+from tests.support.interop import Harness
+from tests.support.interop_servers import RelayPort, Server, TransitRelay
+from tests.support.netns import Forwarder, Net, NetNS
 from tests.support.relay import ServedRelay, SplitNets
+from tests.support.wormhole_clients import WORMHOLE, Codes
 
 
 @pytest.fixture(scope="session")

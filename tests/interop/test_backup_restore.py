@@ -23,8 +23,11 @@ import orjson
 import pytest
 import websockets
 
-from tests.support.interop import Codes, Harness, Net, Server, check_success, senders_wait_through
+from tests.support.interop import Harness, check_success, senders_wait_through
+from tests.support.interop_servers import Server
+from tests.support.netns import Net
 from tests.support.process import PIGEONHOLE
+from tests.support.wormhole_clients import Codes
 
 pytestmark = pytest.mark.interop
 

@@ -10,17 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.interop import (
+from tests.support.interop import Harness, PairResult, check_success, check_wrong_code, concurrently
+from tests.support.process import InteropError
+from tests.support.wormhole_clients import (
     PAIRS,
     WORMHOLE_WILLIAM,
     WRONG_CODE_TIMEOUT,
-    Harness,
-    InteropError,
     Kind,
-    PairResult,
-    check_success,
-    check_wrong_code,
-    concurrently,
     random_file,
     random_text,
     require,

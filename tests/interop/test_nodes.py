@@ -39,27 +39,21 @@ import pytest
 
 import tests.support.process as process_support
 from tests.interop.test_postgres_store import usage_rows
-from tests.support.interop import (
+from tests.support.interop import Harness, PairResult, check_success, senders_wait_through
+from tests.support.interop_servers import Server, wait_for_pake
+from tests.support.netns import Net
+from tests.support.postgres import fresh_database, run
+from tests.support.process import InteropError, free_port, tail
+from tests.support.wormhole_clients import (
     WORMHOLE_WILLIAM,
     Client,
     Codes,
-    Harness,
-    InteropError,
     Kind,
-    Net,
-    PairResult,
     Payload,
-    Server,
-    check_success,
     random_file,
     random_text,
     require,
-    senders_wait_through,
-    tail,
-    wait_for_pake,
 )
-from tests.support.postgres import fresh_database, run
-from tests.support.process import free_port
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -18,19 +18,11 @@ import asyncpg  # type: ignore[import-untyped]
 import pyarrow.dataset as pads  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from tests.support.interop import (
-    WORMHOLE_WILLIAM,
-    Codes,
-    Harness,
-    Net,
-    PairResult,
-    Server,
-    check_success,
-    random_file,
-    random_text,
-    wait_for_pake,
-)
+from tests.support.interop import Harness, PairResult, check_success
+from tests.support.interop_servers import Server, wait_for_pake
+from tests.support.netns import Net
 from tests.support.postgres import fresh_database, run
+from tests.support.wormhole_clients import WORMHOLE_WILLIAM, Codes, random_file, random_text
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -14,15 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.interop import (
-    Codes,
-    Harness,
-    Net,
-    Server,
-    check_success,
-    random_text,
-    senders_wait_through,
-)
+from tests.support.interop import Harness, check_success, senders_wait_through
+from tests.support.interop_servers import Server
+from tests.support.netns import Net
+from tests.support.wormhole_clients import Codes, random_text
 
 pytestmark = pytest.mark.interop
 

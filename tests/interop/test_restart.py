@@ -17,18 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.interop import (
-    WORMHOLE_WILLIAM,
-    Codes,
-    Harness,
-    InteropError,
-    Kind,
-    Net,
-    PairResult,
-    Server,
-    check_success,
-    senders_wait_through,
-)
+from tests.support.interop import Harness, PairResult, check_success, senders_wait_through
+from tests.support.interop_servers import Server
+from tests.support.netns import Net
+from tests.support.process import InteropError
+from tests.support.wormhole_clients import WORMHOLE_WILLIAM, Codes, Kind
 
 pytestmark = pytest.mark.interop
 

@@ -27,20 +27,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.support.interop import (
-    WORMHOLE_WILLIAM,
-    Codes,
-    Harness,
-    Net,
-    PairResult,
-    Server,
-    check_success,
-    check_wrong_code,
-    random_file,
-    random_text,
-    wait_for_pake,
-)
+from tests.support.interop import Harness, PairResult, check_success, check_wrong_code
+from tests.support.interop_servers import Server, wait_for_pake
+from tests.support.netns import Net
 from tests.support.reference import ReferenceServer, sha256
+from tests.support.wormhole_clients import WORMHOLE_WILLIAM, Codes, random_file, random_text
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

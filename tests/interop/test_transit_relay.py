@@ -16,16 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.interop import (
-    PAIRS,
-    Codes,
-    Harness,
-    Kind,
-    Server,
-    TransitRelay,
-    random_file,
-    require,
-)
+from tests.support.interop import Harness
+from tests.support.interop_servers import Server, TransitRelay
 from tests.support.relay import (
     FOWLD,
     EchoServer,
@@ -35,6 +27,7 @@ from tests.support.relay import (
     SplitNets,
     wait_for_happy,
 )
+from tests.support.wormhole_clients import PAIRS, Codes, Kind, random_file, require
 
 MIB = 1 << 20
 FILE_SIZE = 20 * MIB

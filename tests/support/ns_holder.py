@@ -1,6 +1,6 @@
 """PID 1 of the private net+mount+pid namespace that the interop clients run in.
 
-Started by `tests.support.interop.NetNS` as
+Started by `tests.support.netns.NetNS` as
 `unshare --net --mount --pid --fork --kill-child python ns_holder.py FD HOSTS`.
 It brings `lo` up, bind-mounts HOSTS over /etc/hosts (only inside the namespace:
 `transit.magic-wormhole.io` -> 127.0.0.1, for wormhole-william's fixed transit

@@ -1,5 +1,6 @@
 """Helpers for tests that start processes: a free port, a started process that is waited
-on until it answers and stopped by its PID, and `pigeonhole serve` as one of them.
+on until it answers and stopped by its PID, and `pigeonhole serve` as one of them; a
+process tree killed by PID (`descendants`, `kill_tree`) and the end of an output (`tail`).
 
 Every suite starts its servers through `Service` (any program) or `ServeProcess`
 (`python -m pigeonhole serve`), so a failure to start always shows the process's output.
@@ -7,6 +8,8 @@ Every suite starts its servers through `Service` (any program) or `ServeProcess`
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -20,6 +23,8 @@ from types import TracebackType
 
 #: the command line of the package under test, run by the tests' own interpreter
 PIGEONHOLE = (sys.executable, "-m", "pigeonhole")
+#: the tests' interpreter's directory, where the venv's programs (wormhole, twist, ...) are
+BIN = Path(sys.executable).parent
 #: lines of a process's output shown when it fails to start
 TAIL_LINES = 30
 
@@ -87,6 +92,44 @@ def stop(
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+class InteropError(AssertionError):
+    """A scenario failed; the message carries the clients' output."""
+
+
+def tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def descendants(pid: int) -> list[int]:
+    """PIDs below `pid`, deepest first (from /proc/PID/task/*/children)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for kid in kids:
+            found.extend(descendants(kid))
+            found.append(kid)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process we started and everything it started, by PID."""
+    if proc.poll() is not None:
+        return
+    for pid in [*descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
 
 
 class Service:

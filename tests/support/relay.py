@@ -24,17 +24,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import tests.support.process as process_support
-from tests.support.interop import (
-    BIN,
-    Forwarder,
-    InteropError,
-    Net,
-    NetNS,
-    RelayPort,
-    kill_tree,
-    relay_records,
-    tail,
-)
+from tests.support.interop_servers import RelayPort, relay_records
+from tests.support.netns import Forwarder, Net, NetNS
+from tests.support.process import BIN, InteropError, kill_tree, tail
 
 FOWLD = BIN / "fowld"
 #: a usage record as the relay writes it: started, total_time, waiting_time, total_bytes, mood

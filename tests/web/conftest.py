@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import tests.support.process as process_support
-from tests.support.interop import Forwarder, Net, NetNS
+from tests.support.netns import Forwarder, Net, NetNS
 from tests.support.relay import ServedRelay
 from tests.web.web_support import Cli, WebPage, chromium
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.interop import kill_tree
+from tests.support.process import kill_tree
 from tests.web.web_support import PAGE_CODE_RE, PageFailed
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.interop import Codes
 from tests.support.relay import ServedRelay, wait_for_happy
+from tests.support.wormhole_clients import Codes
 from tests.web.web_support import (
     CLI_MISMATCH,
     MIB,

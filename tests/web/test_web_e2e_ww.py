@@ -24,8 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.interop import WORMHOLE_WILLIAM, Net, kill_tree
+from tests.support.netns import Net
+from tests.support.process import kill_tree
 from tests.support.relay import ServedRelay, wait_for_happy
+from tests.support.wormhole_clients import WORMHOLE_WILLIAM
 from tests.web.web_support import CODE_RE, MIB, PageFailed, WebPage, random_file, sha256_file
 
 FILE_SIZE = 10 * MIB

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from tests.support.chromium import BASE_FLAGS
-from tests.support.interop import kill_tree
+from tests.support.process import kill_tree
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: the suite's one list of flags (tests/support/chromium.py; Playwright adds --headless)
