@@ -34,6 +34,8 @@ from pigeonhole.store.postgres.waiting import WaitingTable
 LEADER_LOCK = 0x50_69_67_03
 #: seconds between health probes (`/health` reports the last one)
 PING_INTERVAL = 2.0
+#: seconds the read pool's connections get to finish at close before they are cut
+POOL_CLOSE_TIMEOUT = 5.0
 #: the channel every node LISTENs on
 CHANNEL = "pigeonhole"
 #: SQLSTATEs after which a batch is decided again: unique violation (two nodes made one
@@ -157,7 +159,12 @@ class PostgresStore:
                     await task
                 setattr(self, name, None)
         if self._pool is not None:
-            await self._pool.close()
+            # a read cancelled with its task (the health probe) can leave a connection
+            # that asyncpg's close waits for without end: its connections are cut then
+            try:
+                await asyncio.wait_for(self._pool.close(), POOL_CLOSE_TIMEOUT)
+            except TimeoutError:
+                self._pool.terminate()
             self._pool = None
         writers, self._writers = self._writers, []
         for conn in writers:
