@@ -12,15 +12,14 @@ import orjson
 from pigeonhole.protocol.channels import Randomness
 from pigeonhole.protocol.limits import Limits
 from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
+from pigeonhole.store.postgres.schema import upgrade_file
 from pigeonhole.store.postgres.shared import loaded_rendezvous
 from tests.support.postgres import postgres_url, run
 
 __all__ = ["postgres_url"]
 
 APP = "lothar.com/wormhole/text-or-file-xfer"
-SCHEMA = ["postgres-v1.sql"] + [
-    f"postgres-upgrade-v{v}-v{v + 1}.sql" for v in range(1, POSTGRES_VERSION)
-]
+SCHEMA = ["postgres-v1.sql"] + [upgrade_file(v) for v in range(1, POSTGRES_VERSION)]
 
 
 async def _load(conn: Any, apps: list[str], long: list[str], **more: Any) -> dict[str, Any]:
@@ -49,6 +48,12 @@ async def _allocates(conn: Any, long: list[str]) -> list[Any]:
     return sorted((await _load(conn, [APP, "other app"], long))["allocates"])
 
 
+async def _schema(conn: Any) -> None:
+    """Every schema file in order, as a new database gets them."""
+    for name in SCHEMA:
+        await conn.execute(schema_sql(name))
+
+
 async def _put(conn: Any, names: list[str], app: str = APP) -> None:
     await conn.executemany(
         "INSERT INTO channel.nameplates (app_id, name, mailbox_id) VALUES ($1, $2, $3)",
@@ -67,8 +72,7 @@ def test_short_names_beside_a_crowd(postgres_url: str) -> None:
         conn = await asyncpg.connect(postgres_url)
         try:
             async with conn.transaction():
-                for name in SCHEMA:
-                    await conn.execute(schema_sql(name))
+                await _schema(conn)
             long = [str(n) for n in range(1000, 15_001)]
             await _put(conn, [str(n) for n in range(1, 1000)] + long)
             await _put(conn, ["07", "0", "0123"])  # other shapes: they take no short number
@@ -107,8 +111,7 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
         conn = await asyncpg.connect(postgres_url)
         try:
             async with conn.transaction():
-                for name in SCHEMA:
-                    await conn.execute(schema_sql(name))
+                await _schema(conn)
                 taken = [str(n) for n in range(1, 9)] + [str(n) for n in range(10, 99)]
                 taken += [str(n) for n in range(100, 400)]
                 await _put(conn, taken)
