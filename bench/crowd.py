@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pg_statements  # bench/pg_statements.py: the database's time per statement
 import run  # bench/run.py: Server, make_server, run_level, memory and CPU readings
 
 STORES = {
@@ -150,14 +151,25 @@ def one_server(
                 )
             for level in levels:
                 run.wait_for_quiet(args.quiet_wait)
+                statements = args.statements and server.postgres_db is not None
+                if statements:
+                    pg_statements.reset(run.POSTGRES_ADMIN)
                 r = run.run_level(server, level, args)
                 row = {"crowd": size, "held": held, **r.__dict__}
+                if statements:
+                    assert server.postgres_db is not None
+                    row["statements"] = pg_statements.top(
+                        run.POSTGRES_ADMIN, server.postgres_db, args.statements
+                    )
                 rows.append(row)
                 log(
                     f"    crowd {size:>6} x {level:>5} in flight: {r.rate:7.1f}/s, "
-                    f"{r.cpu_per_exchange_ms or 0:.2f} ms CPU/exchange, "
+                    f"{r.cpu_per_exchange_ms or 0:.2f} ms CPU/exchange"
+                    f" ({r.database_cpu_per_exchange_ms or 0:.2f} ms of it the database), "
                     f"other {r.other_cores:.2f} cores, failed {r.failed}"
                 )
+                for line in pg_statements.lines(row.get("statements", [])):
+                    log(line)
                 if not server.alive():
                     raise RuntimeError(f"{spec.key} died: see {server.log_path}")
             if crowd is not None and size > 0:
@@ -220,8 +232,9 @@ def per_client(memory: list[dict[str, Any]]) -> list[str]:
 def table(results: list[dict[str, Any]], levels: list[int]) -> str:
     lines = [
         "| run | store | variant | crowd | in flight | exchanges/s | server CPU per exchange"
-        " | CPU ratio to no crowd | exchanges/s ratio to no crowd | other cores | failed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        " | of it the database | CPU ratio to no crowd | exchanges/s ratio to no crowd"
+        " | other cores | failed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for res in results:
         rows = res["rows"]
@@ -236,7 +249,8 @@ def table(results: list[dict[str, Any]], levels: list[int]) -> str:
                 rate_ratio = f"{r['rate'] / a['rate']:.2f}x"
             lines.append(
                 f"| {res['round']} | {res['store']} | {res['variant']} | {r['crowd']:,} |"
-                f" {r['concurrency']} | {r['rate']:.0f} | {cpu or 0:.2f} ms | {ratio} |"
+                f" {r['concurrency']} | {r['rate']:.0f} | {cpu or 0:.2f} ms |"
+                f" {r.get('database_cpu_per_exchange_ms') or 0:.2f} ms | {ratio} |"
                 f" {rate_ratio} | {r['other_cores']:.2f} | {r['failed']} |"
             )
     lines.append("")
@@ -296,8 +310,15 @@ def main() -> None:
     ap.add_argument("--reference", action="store_true", help="the reference's memory too")
     ap.add_argument("--reference-crowds", default="2000,8000")
     ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
+    ap.add_argument(
+        "--statements", type=int, default=0, metavar="N",
+        help="PostgreSQL: the N statements that took the database most time in each level"
+        " (needs pg_stat_statements: see bench/pg_statements.py)",
+    )  # fmt: skip
     ap.add_argument("--out", default=str(run.BENCH / "results"))
     args = ap.parse_args()
+    if args.statements and not pg_statements.available(run.POSTGRES_ADMIN):
+        ap.error(f"--statements: no pg_stat_statements at {run.POSTGRES_ADMIN}")
     # what run.run_level reads
     args.status_poll = 0.0
     args.procs, args.procs_from = 1, 10**9

@@ -242,17 +242,14 @@ class Server:
         """The server's CPU time, every node's; with a PostgreSQL store, the cluster's added:
         its own processes and the backends of this server's database (they run on this
         machine and do the store's work; other databases' backends are left out)."""
-        total = 0
+        nodes, database = self.cpu_split()
+        return nodes + database
+
+    def cpu_split(self) -> tuple[float, float]:
+        """cpu_seconds() in two: the server's own processes, and the PostgreSQL cluster's
+        (0 without one)."""
         pg = _postgres_pids(self.postgres_db) if self.postgres_db else []
-        pids = self.all_pids() + pg
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])  # utime, stime
-            except OSError:
-                pass
-        return total / CLK_TCK
+        return _cpu_seconds(self.all_pids()), _cpu_seconds(pg)
 
     def memory_kib(self) -> float:
         """Proportional set size of the server's processes (RSS for one process)."""
@@ -338,6 +335,18 @@ def _backend_database(title: str) -> str | None:
         if w == "[local]" or ("(" in w and w.endswith(")")):
             return words[i - 1]
     return None
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            pass
+    return total / CLK_TCK
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -513,6 +522,9 @@ class LevelResult:
     connect_p50: float | None = None
     server_cpu: float = 0.0
     cpu_per_exchange_ms: float | None = None
+    #: the part of server_cpu spent by the PostgreSQL cluster (0 on SQLite)
+    database_cpu: float = 0.0
+    database_cpu_per_exchange_ms: float | None = None
     server_cores: float = 0.0
     generator_cores: float = 0.0
     generator_cpu_per_exchange_ms: float | None = None
@@ -580,9 +592,10 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
             g.stdin.write(f"{window_start!r}\n")
             g.stdin.flush()
     time.sleep(max(0.0, window_start - time.time()))
-    cpu0, busy0 = server.cpu_seconds(), machine_busy_seconds()
+    (nodes0, db0), busy0 = server.cpu_split(), machine_busy_seconds()
     time.sleep(max(0.0, window_start + measure - time.time()))
-    cpu1, busy1 = server.cpu_seconds(), machine_busy_seconds()
+    (nodes1, db1), busy1 = server.cpu_split(), machine_busy_seconds()
+    cpu0, cpu1 = nodes0 + db0, nodes1 + db1
     mem = server.memory_kib()
     outs = []
     for g, path in zip(gens, outputs, strict=True):
@@ -618,12 +631,14 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
     r.delivery_p50, r.delivery_p99 = pct(deliv, 0.50), pct(deliv, 0.99)
     r.connect_p50 = pct(conn, 0.50)
     r.server_cpu = cpu1 - cpu0
+    r.database_cpu = db1 - db0
     r.server_cores = r.server_cpu / measure
     r.generator_cores = gen_cpu / measure
     r.other_cores = max(0.0, (busy1 - busy0) / measure - r.server_cores - r.generator_cores)
     r.server_mem_kib = mem
     if r.completed:
         r.cpu_per_exchange_ms = 1000 * r.server_cpu / r.completed
+        r.database_cpu_per_exchange_ms = 1000 * r.database_cpu / r.completed
         r.generator_cpu_per_exchange_ms = 1000 * gen_cpu / r.completed
     return r
 

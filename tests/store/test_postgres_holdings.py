@@ -19,7 +19,7 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from pigeonhole.store.errors import Conflict
-from pigeonhole.store.postgres import PostgresStore, encode_rows, schema_sql
+from pigeonhole.store.postgres import POSTGRES_VERSION, PostgresStore, encode_rows, schema_sql
 from pigeonhole.store.postgres.schema import upgrade_file
 from pigeonhole.store.postgres.store import RETRY_STATES
 from tests.support.postgres import postgres_url, run
@@ -236,7 +236,7 @@ def test_holdings_equal_the_rows_through_writers_pruning_folding_and_the_upgrade
         store = PostgresStore(postgres_url)
         await store.open()  # the upgrade, writers running
         try:
-            assert await conn.fetchval("SELECT version FROM channel.version") == 8
+            assert await conn.fetchval("SELECT version FROM channel.version") == POSTGRES_VERSION
             upgraded.set()
             others = [
                 asyncio.create_task(_pruner(store, done, tally)),
