@@ -276,26 +276,15 @@ def table(results: list[dict[str, Any]], levels: list[int]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--stores", default="sqlite,pg")
-    ap.add_argument(
-        "--variant", action="append", default=[], metavar="NAME=SRC",
-        help="a Pigeonhole `src` directory to run (repeat to compare; default: this checkout)",
-    )  # fmt: skip
-    ap.add_argument("--crowds", default="0,2000,8000,15000", help="crowd sizes, growing")
-    ap.add_argument("--levels", default="200,400,1200", help="exchanges in flight")
-    ap.add_argument("--rounds", type=int, default=1, help="variants alternate round to round")
+def add_window_and_crowd_arguments(ap: argparse.ArgumentParser, measure: float) -> None:
+    """The windows' knobs (what run.run_level reads) and the crowd generator's."""
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--warmup-max", type=float, default=20.0)
-    ap.add_argument("--measure", type=float, default=5.0)
+    ap.add_argument("--measure", type=float, default=measure)
     ap.add_argument("--drain", type=float, default=20.0)
     ap.add_argument("--ramp", type=float, default=1.0)
     ap.add_argument("--messages", type=int, default=1)
     ap.add_argument("--client", default="raw")
-    ap.add_argument(
-        "--idle-seconds", type=float, default=3.0, help="CPU read while the crowd waits"
-    )
     ap.add_argument("--quiet-wait", type=float, default=3.0, help="most seconds to wait for quiet")
     ap.add_argument("--crowd-parallel", type=int, default=64)
     ap.add_argument("--crowd-time-limit", type=float, default=400.0)
@@ -306,6 +295,22 @@ def main() -> None:
         help="many: each waiting sender from a loopback address of its own (127.1.x.y), as a "
         "crowd of people is; one: all from 127.0.0.1, as behind one NAT (the per-address "
         "quotas are lifted either way)",
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stores", default="sqlite,pg")
+    ap.add_argument(
+        "--variant", action="append", default=[], metavar="NAME=SRC",
+        help="a Pigeonhole `src` directory to run (repeat to compare; default: this checkout)",
+    )  # fmt: skip
+    ap.add_argument("--crowds", default="0,2000,8000,15000", help="crowd sizes, growing")
+    ap.add_argument("--levels", default="200,400,1200", help="exchanges in flight")
+    ap.add_argument("--rounds", type=int, default=1, help="variants alternate round to round")
+    add_window_and_crowd_arguments(ap, measure=5.0)
+    ap.add_argument(
+        "--idle-seconds", type=float, default=3.0, help="CPU read while the crowd waits"
     )
     ap.add_argument("--reference", action="store_true", help="the reference's memory too")
     ap.add_argument("--reference-crowds", default="2000,8000")

@@ -1,0 +1,164 @@
+"""Exchanges beside a crowd against none: two servers side by side, windows alternated.
+
+    .venv/bin/python bench/crowd_paired.py                  # this checkout, both stores
+    .venv/bin/python bench/crowd_paired.py --stores pg --src /tmp/a/src
+
+`crowd.py` grows one server's crowd step by step, so its ratios compare windows minutes
+apart; on a shared VM whose speed drifts (the same window can differ by a fifth from one
+minute to the next) that drift lands in the ratio. Here two fresh servers of one store
+run at once: one alone, one holding a crowd of waiting senders (`loadgen.py crowd`: bind,
+allocate, claim, open, `pake`, wait), and at each number in flight the windows alternate
+between them (A B, then B A, ...), so drift falls on both alike. Printed per number in
+flight: server CPU per exchange beside the crowd over alone (each side's CPU summed over
+its windows, divided by its exchanges; and the median of the pairs' ratios), the node's
+and the database's parts, exchanges/s likewise; and on each server the largest number in
+flight against the middle one. Written to bench/results/crowd_paired.{md,json}. Only
+processes this script started are signalled, by their PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import crowd  # bench/crowd.py: the crowd generator, the stores, the python wrapper
+import run  # bench/run.py: make_server, run_level, wait_for_quiet
+
+
+def _sums(rows: list[dict[str, Any]]) -> dict[str, float]:
+    done = sum(r["completed"] for r in rows) or 1
+    return {
+        "cpu_ms": 1000 * sum(r["server_cpu"] for r in rows) / done,
+        "db_ms": 1000 * sum(r.get("database_cpu", 0.0) for r in rows) / done,
+        "rate": sum(r["completed"] for r in rows) / sum(r["measure"] for r in rows),
+    }
+
+
+def one_store(
+    key: str, python: str | None, args: argparse.Namespace, levels: list[int]
+) -> dict[str, Any]:
+    spec = crowd.STORES[key]
+    alone = run.make_server(spec, Path(args.ref_venv), [], python)
+    crowded = run.make_server(spec, Path(args.ref_venv), [], python)
+    windows: list[dict[str, Any]] = []
+    held = 0
+    gen = None
+    alone.start()
+    try:
+        crowded.start()
+        try:
+            time.sleep(1.0)
+            gen = crowd.Crowd(crowded.url, [args.crowd], args)
+            step = gen.next_step()
+            held = step["held"]
+            crowd.log(f"  {key}: crowd of {held} in {step['seconds']} s")
+            for rep in range(args.pairs):
+                for i, level in enumerate(levels):
+                    sides = [("alone", alone), ("crowd", crowded)]
+                    if (rep + i) % 2:
+                        sides.reverse()
+                    for side, server in sides:
+                        run.wait_for_quiet(args.quiet_wait)
+                        r = run.run_level(server, level, args)
+                        windows.append({"side": side, "pair": rep, **r.__dict__})
+                        crowd.log(
+                            f"    {side:>5} x {level:>5}: {r.rate:7.1f}/s,"
+                            f" {r.cpu_per_exchange_ms or 0:.2f} ms CPU/exchange"
+                            f" ({r.database_cpu_per_exchange_ms or 0:.2f} ms the database),"
+                            f" other {r.other_cores:.2f} cores, failed {r.failed}"
+                        )
+                        if not server.alive():
+                            raise RuntimeError(f"{key} died: see {server.log_path}")
+        finally:
+            if gen is not None:
+                gen.stop()
+            crowded.stop()
+    finally:
+        alone.stop()
+    return {"store": key, "held": held, "windows": windows}
+
+
+def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
+    ws = result["windows"]
+    lines = [
+        f"{result['store']}: crowd of {result['held']:,} against none, {len(ws)} windows",
+        "",
+        "| in flight | CPU/exchange alone | beside the crowd | ratio (summed) | ratio (median"
+        " of pairs) | node part ratio | database part ratio | exchanges/s ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for level in levels:
+        a = [w for w in ws if w["side"] == "alone" and w["concurrency"] == level]
+        c = [w for w in ws if w["side"] == "crowd" and w["concurrency"] == level]
+        sa, sc = _sums(a), _sums(c)
+        pairs = [
+            cw["cpu_per_exchange_ms"] / aw["cpu_per_exchange_ms"]
+            for aw, cw in zip(a, c, strict=True)
+            if aw["cpu_per_exchange_ms"] and cw["cpu_per_exchange_ms"]
+        ]
+        node_a, node_c = sa["cpu_ms"] - sa["db_ms"], sc["cpu_ms"] - sc["db_ms"]
+        db = f"{sc['db_ms'] / sa['db_ms']:.2f}x" if sa["db_ms"] else "-"
+        lines.append(
+            f"| {level} | {sa['cpu_ms']:.2f} ms | {sc['cpu_ms']:.2f} ms |"
+            f" {sc['cpu_ms'] / sa['cpu_ms']:.2f}x |"
+            f" {statistics.median(pairs) if pairs else 0:.2f}x |"
+            f" {node_c / node_a:.2f}x | {db} | {sc['rate'] / sa['rate']:.2f}x |"
+        )
+    top, mid = levels[-1], levels[len(levels) // 2]
+    for side in ("alone", "crowd"):
+        hi = _sums([w for w in ws if w["side"] == side and w["concurrency"] == top])
+        mi = _sums([w for w in ws if w["side"] == side and w["concurrency"] == mid])
+        lines.append(
+            f"- {side}: CPU per exchange at {top} in flight against {mid}:"
+            f" {hi['cpu_ms'] / mi['cpu_ms']:.2f}x"
+        )
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stores", default="sqlite,pg")
+    ap.add_argument("--src", help="a Pigeonhole `src` directory to run (default: this checkout)")
+    ap.add_argument("--crowd", type=int, default=15_000, help="waiting senders")
+    ap.add_argument("--levels", default="200,400,1200", help="exchanges in flight")
+    ap.add_argument("--pairs", type=int, default=3, help="windows on each server per level")
+    crowd.add_window_and_crowd_arguments(ap, measure=10.0)
+    ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
+    ap.add_argument("--out", default=str(run.BENCH / "results"))
+    args = ap.parse_args()
+    args.status_poll = 0.0  # what run.run_level reads
+    args.procs, args.procs_from = 1, 10**9
+    levels = [int(x) for x in args.levels.split(",")]
+    python = None
+    if args.src:
+        python = crowd.wrapper(Path(args.src).resolve(), Path(tempfile.mkdtemp(prefix="bench-")))
+    started = time.time()
+    results = []
+    for key in args.stores.split(","):
+        crowd.log(f"{key}: two servers, one alone and one beside the crowd")
+        results.append(one_store(key, python, args, levels))
+    head = (
+        f"Run {time.strftime('%Y-%m-%d %H:%M:%S')}, HEAD `{crowd._head()}`,"
+        f" src {args.src or 'this checkout'}, {time.time() - started:.0f} s;"
+        f" {args.pairs} windows of {args.measure:g} s on each server per number in flight,"
+        " alternated."
+    )
+    md = "\n".join([head, ""] + [ln for res in results for ln in [*summary(res, levels), ""]])
+    print(md)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "crowd_paired.md").write_text(md + "\n")
+    (out / "crowd_paired.json").write_text(
+        json.dumps({"args": vars(args), "results": results}, indent=1)
+    )
+
+
+if __name__ == "__main__":
+    main()
