@@ -151,15 +151,14 @@ def one_server(
                 )
             for level in levels:
                 run.wait_for_quiet(args.quiet_wait)
-                statements = args.statements and server.postgres_db is not None
-                if statements:
+                database = server.postgres_db if args.statements else None
+                if database is not None:
                     pg_statements.reset(run.POSTGRES_ADMIN)
                 r = run.run_level(server, level, args)
                 row = {"crowd": size, "held": held, **r.__dict__}
-                if statements:
-                    assert server.postgres_db is not None
+                if database is not None:
                     row["statements"] = pg_statements.top(
-                        run.POSTGRES_ADMIN, server.postgres_db, args.statements
+                        run.POSTGRES_ADMIN, database, args.statements
                     )
                 rows.append(row)
                 log(
@@ -350,7 +349,7 @@ def main() -> None:
                 results.append({"round": rnd, "store": store, "variant": name, **res})
     when = time.strftime("%Y-%m-%d %H:%M:%S")
     head = (
-        f"Run {when}, HEAD `{_head()}`, {time.time() - started:.0f} s; crowds {args.crowds},"
+        f"Run {when}, HEAD `{head_commit()}`, {time.time() - started:.0f} s; crowds {args.crowds},"
         f" in flight {args.levels}, {args.measure:g} s windows, the crowd from"
         f" {'a loopback address each' if args.crowd_sources == 'many' else '127.0.0.1'};"
         " a shared 2-core machine"
@@ -369,7 +368,7 @@ def main() -> None:
     )
 
 
-def _head() -> str:
+def head_commit() -> str:
     try:
         return subprocess.run(
             ["git", "-C", str(run.REPO), "rev-parse", "--short", "HEAD"],

@@ -145,7 +145,7 @@ def main() -> None:
         crowd.log(f"{key}: two servers, one alone and one beside the crowd")
         results.append(one_store(key, python, args, levels))
     head = (
-        f"Run {time.strftime('%Y-%m-%d %H:%M:%S')}, HEAD `{crowd._head()}`,"
+        f"Run {time.strftime('%Y-%m-%d %H:%M:%S')}, HEAD `{crowd.head_commit()}`,"
         f" src {args.src or 'this checkout'}, {time.time() - started:.0f} s;"
         f" {args.pairs} windows of {args.measure:g} s on each server per number in flight,"
         " alternated."

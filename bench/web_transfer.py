@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -44,6 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import run  # noqa: E402  (bench/run.py: `pigeonhole serve` as bench/run.py starts it)
 from tests.support.chromium import DevTools, chromium_binary, launch  # noqa: E402
+from tests.support.wormhole_clients import sha256_file  # noqa: E402
 
 WORMHOLE = str(Path(sys.executable).parent / "wormhole")
 CODE_RE = re.compile(r"Wormhole code is: (\S+)")
@@ -129,14 +129,6 @@ def children_cpu() -> float:
     """CPU seconds of the child processes waited for so far (the CLIs)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(MIB), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class Chromium:

@@ -58,15 +58,9 @@ def _batch(now: float) -> dict[str, Any]:
 
 async def _crowd(conn: Any, first: int, last: int) -> None:
     """Waiting senders `first`..`last`: a nameplate, a mailbox, a side of each, a message."""
-    await conn.execute(
-        """
-        INSERT INTO channel.nameplates (app_id, name, mailbox_id, owner)
-        SELECT $1, g::text, 'mb' || g, '10.1.' || g FROM generate_series($2::int, $3::int) g;
-        """.replace("$1", "'" + APP + "'")
-        .replace("$2", str(first))
-        .replace("$3", str(last))
-    )
     for sql in (
+        "INSERT INTO channel.nameplates (app_id, name, mailbox_id, owner)"
+        " SELECT {app}, g::text, 'mb' || g, '10.1.' || g FROM generate_series({a}, {b}) g",
         "INSERT INTO channel.nameplate_sides (app_id, name, side, claimed, added)"
         " SELECT {app}, g::text, 's1', true, 1.0 FROM generate_series({a}, {b}) g",
         "INSERT INTO channel.mailboxes (app_id, id, for_nameplate, created, owner, updated)"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ import pytest
 
 from tests.support.chromium import BASE_FLAGS
 from tests.support.process import kill_tree
+from tests.support.wormhole_clients import sha256_file as sha256_file  # the tests share one
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: the suite's one list of flags (tests/support/chromium.py; Playwright adds --headless)
@@ -48,14 +48,6 @@ CODE_RE = re.compile(r"Wormhole code is: (\S+)")
 PAGE_CODE_RE = re.compile(r"^\d+(-[a-z]+){2,}$")
 #: the CLI's own wrong-code message (the same regex as tests/interop)
 CLI_MISMATCH = re.compile(r"Key confirmation failed|WrongPasswordError")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def random_file(directory: Path, size: int, name: str = "") -> Path:
