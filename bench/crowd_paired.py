@@ -34,7 +34,9 @@ import run  # bench/run.py: make_server, run_level, wait_for_quiet
 
 def _sums(rows: list[dict[str, Any]]) -> dict[str, float]:
     done = sum(r["completed"] for r in rows) or 1
+    gc = [r["gc_seconds"] for r in rows if r.get("gc_seconds") is not None]
     return {
+        "gc_ms": 1000 * sum(gc) / done if len(gc) == len(rows) else -1.0,
         "cpu_ms": 1000 * sum(r["server_cpu"] for r in rows) / done,
         "db_ms": 1000 * sum(r.get("database_cpu", 0.0) for r in rows) / done,
         "rate": sum(r["completed"] for r in rows) / sum(r["measure"] for r in rows),
@@ -71,7 +73,8 @@ def one_store(
                         crowd.log(
                             f"    {side:>5} x {level:>5}: {r.rate:7.1f}/s,"
                             f" {r.cpu_per_exchange_ms or 0:.2f} ms CPU/exchange"
-                            f" ({r.database_cpu_per_exchange_ms or 0:.2f} ms the database),"
+                            f" ({r.database_cpu_per_exchange_ms or 0:.2f} ms the database,"
+                            f" {r.gc_per_exchange_ms or 0:.3f} ms the collector),"
                             f" other {r.other_cores:.2f} cores, failed {r.failed}"
                         )
                         if not server.alive():
@@ -91,8 +94,9 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
         f"{result['store']}: crowd of {result['held']:,} against none, {len(ws)} windows",
         "",
         "| in flight | CPU/exchange alone | beside the crowd | ratio (summed) | ratio (median"
-        " of pairs) | node part ratio | database part ratio | exchanges/s ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        " of pairs) | node part ratio | database part ratio | exchanges/s ratio |"
+        " collector ms/exchange, alone -> beside |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for level in levels:
         a = [w for w in ws if w["side"] == "alone" and w["concurrency"] == level]
@@ -105,11 +109,14 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
         ]
         node_a, node_c = sa["cpu_ms"] - sa["db_ms"], sc["cpu_ms"] - sc["db_ms"]
         db = f"{sc['db_ms'] / sa['db_ms']:.2f}x" if sa["db_ms"] else "-"
+        gc = "-"
+        if min(sa["gc_ms"], sc["gc_ms"]) >= 0:
+            gc = f"{sa['gc_ms']:.3f} -> {sc['gc_ms']:.3f}"
         lines.append(
             f"| {level} | {sa['cpu_ms']:.2f} ms | {sc['cpu_ms']:.2f} ms |"
             f" {sc['cpu_ms'] / sa['cpu_ms']:.2f}x |"
             f" {statistics.median(pairs) if pairs else 0:.2f}x |"
-            f" {node_c / node_a:.2f}x | {db} | {sc['rate'] / sa['rate']:.2f}x |"
+            f" {node_c / node_a:.2f}x | {db} | {sc['rate'] / sa['rate']:.2f}x | {gc} |"
         )
     top, mid = levels[-1], levels[len(levels) // 2]
     for side in ("alone", "crowd"):

@@ -251,6 +251,24 @@ class Server:
         pg = _postgres_pids(self.postgres_db) if self.postgres_db else []
         return _cpu_seconds(self.all_pids()), _cpu_seconds(pg)
 
+    def gc_seconds(self) -> float | None:
+        """Seconds the server's garbage collector has run (`pigeonhole_gc_seconds_total`,
+        every generation, from the admin listener's /metrics); None where there is none."""
+        if self.admin_port is None:
+            return None
+        url = f"http://127.0.0.1:{self.admin_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                text = answer.read().decode()
+        except OSError:
+            return None
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("pigeonhole_gc_seconds_total{")
+        ]
+        return sum(values) if values else None
+
     def memory_kib(self) -> float:
         """Proportional set size of the server's processes (RSS for one process)."""
         total = 0.0
@@ -522,6 +540,9 @@ class LevelResult:
     connect_p50: float | None = None
     server_cpu: float = 0.0
     cpu_per_exchange_ms: float | None = None
+    #: the part of server_cpu the garbage collector ran (None: not measured)
+    gc_seconds: float | None = None
+    gc_per_exchange_ms: float | None = None
     #: the part of server_cpu spent by the PostgreSQL cluster (0 on SQLite)
     database_cpu: float = 0.0
     database_cpu_per_exchange_ms: float | None = None
@@ -593,7 +614,9 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
             g.stdin.flush()
     time.sleep(max(0.0, window_start - time.time()))
     (nodes0, db0), busy0 = server.cpu_split(), machine_busy_seconds()
+    gc0 = server.gc_seconds()
     time.sleep(max(0.0, window_start + measure - time.time()))
+    gc1 = server.gc_seconds()
     (nodes1, db1), busy1 = server.cpu_split(), machine_busy_seconds()
     cpu0, cpu1 = nodes0 + db0, nodes1 + db1
     mem = server.memory_kib()
@@ -632,6 +655,8 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
     r.connect_p50 = pct(conn, 0.50)
     r.server_cpu = cpu1 - cpu0
     r.database_cpu = db1 - db0
+    if gc0 is not None and gc1 is not None:
+        r.gc_seconds = gc1 - gc0
     r.server_cores = r.server_cpu / measure
     r.generator_cores = gen_cpu / measure
     r.other_cores = max(0.0, (busy1 - busy0) / measure - r.server_cores - r.generator_cores)
@@ -639,6 +664,8 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
     if r.completed:
         r.cpu_per_exchange_ms = 1000 * r.server_cpu / r.completed
         r.database_cpu_per_exchange_ms = 1000 * r.database_cpu / r.completed
+        if r.gc_seconds is not None:
+            r.gc_per_exchange_ms = 1000 * r.gc_seconds / r.completed
         r.generator_cpu_per_exchange_ms = 1000 * gen_cpu / r.completed
     return r
 

@@ -5,6 +5,7 @@ the server counts is left undeclared."""
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import re
 from pathlib import Path
@@ -75,3 +76,23 @@ def test_every_counter_the_server_keeps_is_declared() -> None:
     }
     histogram = {"commit_buckets", "commit_count", "commit_sum"}
     assert set(Metrics.__dataclass_fields__) - histogram <= reads, reads
+
+
+async def test_the_collectors_pauses_are_counted_by_generation(make_server):
+    """A full collection forced here shows in /metrics as one more of generation 2, with
+    the seconds it took."""
+    async with make_server() as srv:
+        before = _samples(await _metrics(srv))
+        gc.collect()
+        after = _samples(await _metrics(srv))
+    full = '{generation="2"}'
+    collections = dict(after["pigeonhole_gc_collections_total"])
+    assert collections[full] >= dict(before["pigeonhole_gc_collections_total"])[full] + 1
+    seconds = dict(after["pigeonhole_gc_seconds_total"])
+    assert seconds[full] > dict(before["pigeonhole_gc_seconds_total"])[full]
+    assert set(seconds) == {'{generation="0"}', '{generation="1"}', full}
+
+
+async def _metrics(srv) -> str:  # type: ignore[no-untyped-def]
+    _, _, text = await http_get(f"http://127.0.0.1:{srv.admin_port}/metrics")
+    return text

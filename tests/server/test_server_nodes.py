@@ -20,7 +20,15 @@ from pigeonhole.server.app import MailboxServer
 from pigeonhole.server.node import Node
 from pigeonhole.store.postgres import POSTGRES_VERSION, schema_sql
 from tests.support.postgres import fresh_database
-from tests.support.server import APPID, base_config, http_get, open_client, strip, usage_rows
+from tests.support.server import (
+    APPID,
+    FakeClock,
+    base_config,
+    http_get,
+    open_client,
+    strip,
+    usage_rows,
+)
 
 
 @pytest.fixture
@@ -288,3 +296,50 @@ async def test_commands_sent_without_waiting_are_decided_in_order(nodes) -> None
     finally:
         await conn.close()
     assert idle == 0
+
+
+async def test_a_mailbox_read_on_another_node_outlives_the_expiry(tmp_path: Path) -> None:
+    """The leader prunes by the database's `updated`; a mailbox whose reader is on another
+    node stays alive because that node touches its readers' mailboxes every quarter of the
+    expiry (at 12 s: every 3 s of the injected clock), while one nobody reads is pruned.
+    (Real time runs on in the clock too: the test's waits are kept short, so that a node
+    touching every 30 s would not touch again before the prune.)"""
+    clock = FakeClock()
+    expiry, step = 12.0, 4.0
+    with fresh_database() as url:
+        one = MailboxServer(base_config(tmp_path / "one", store=url, prune_expiry=expiry), clock)
+        two = MailboxServer(base_config(tmp_path / "two", store=url, prune_expiry=expiry), clock)
+        await one.start()
+        await two.start()
+        conn = await asyncpg.connect(url)
+        try:
+            assert node_of(one).leader and not node_of(two).leader
+            reader = await _bound(two, "r")
+            held = await reader.claim("31")
+            await reader.open(held)
+            gone = await _bound(two, "g")
+            idle = await gone.claim("32")
+            await gone.open(idle)
+            await gone.ws.close()  # its mailbox stays, read by no one
+
+            async def updated(mailbox: str) -> float:
+                value = await conn.fetchval(
+                    "SELECT updated FROM channel.mailboxes WHERE id = $1", mailbox
+                )
+                return float(value)
+
+            for _ in range(4):  # 16 s in all, each step longer than a quarter of the expiry
+                clock.advance(step)
+                for _ in range(20):  # node two's next tick (one a second) touches it
+                    if await updated(held) >= clock() - step:
+                        break
+                    await asyncio.sleep(0.1)
+            assert await one.prune_now() == 1
+            rows = await conn.fetch("SELECT id FROM channel.mailboxes ORDER BY id")
+            assert [r["id"] for r in rows] == [held]
+            echo = await reader.add("pake", "ab01")
+            assert echo["body"] == "ab01"
+        finally:
+            await conn.close()
+            await two.stop()
+            await one.stop()

@@ -25,6 +25,7 @@ from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.usage import blur as blur_time
 from pigeonhole.server.admin import open_admin_listener
 from pigeonhole.server.bad_input import http_logger
+from pigeonhole.server.collector import COLLECTOR
 from pigeonhole.server.core import Clock
 from pigeonhole.server.doors import Doors
 from pigeonhole.server.front_door import FrontDoor
@@ -81,6 +82,7 @@ class MailboxServer:
         c = ctx.config
         loop = asyncio.get_running_loop()
         ctx.uptime.started = ctx.clock()
+        COLLECTOR.install()
         c.data_dir.mkdir(parents=True, exist_ok=True)  # the archive's, at least
         ctx.health.check_disk()
         await ctx.storage.open(ctx.rendezvous, ctx.uptime.started)

@@ -15,6 +15,7 @@ declared by the node (server/node/figures.py) and come in the snapshot as they a
 
 from __future__ import annotations
 
+from pigeonhole.server.collector import COLLECTOR
 from pigeonhole.server.context import ServerContext
 from pigeonhole.server.figure import (
     C,
@@ -241,6 +242,21 @@ FIGURES: tuple[Figure, ...] = (
         C,
         "replays that read bodies from the store",
         lambda s: s.ctx.storage.bodies.loads,
+    ),
+    # the process
+    Figure(
+        "pigeonhole_gc_collections_total",
+        C,
+        "garbage collections by generation (2: full)",
+        lambda s: COLLECTOR.by_generation(COLLECTOR.collections),
+        ("generation",),
+    ),
+    Figure(
+        "pigeonhole_gc_seconds_total",
+        C,
+        "seconds the garbage collector stopped the process, by generation",
+        lambda s: COLLECTOR.by_generation(COLLECTOR.seconds),
+        ("generation",),
     ),
     *PART_FIGURES,
 )

@@ -68,16 +68,29 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+#: new container objects between collections of the youngest generation (CPython: 700)
+YOUNG_OBJECTS = 10_000
+
+
 def _tune_gc() -> None:
     """Shorter and rarer collector pauses, each of which stalls every connection.
 
     What exists once the server has started (modules, loaded state) lives as long as the
     process: frozen, it is out of the collector's sight (a full collection at 100
-    exchanges in flight takes 12 ms frozen against 28-31 ms unfrozen). Full collections
-    come after 100 middle-generation ones instead of 10 (with 10, one every 3 s or so
-    under load).
+    exchanges in flight takes 12 ms frozen against 28-31 ms unfrozen).
+
+    The youngest generation is collected after YOUNG_OBJECTS new objects instead of 700.
+    An exchange's objects live as long as the exchange, a few hundred ms in flight; at 700
+    nearly all of them outlived two young collections and were promoted to the oldest
+    generation, so full collections came every few seconds, and each one walks every
+    long-lived object: beside 15,000 waiting clients one took 210 ms instead of 35 ms and
+    the collector's time per exchange doubled (0.11 -> 0.23 ms at 200 in flight). At
+    10,000 they die young: 0.05-0.06 ms per exchange with or without the crowd, young
+    collections of about 3 ms, no full collection in minutes (`bench/README.md`, "The
+    collector beside a crowd"). Full collections come after 100 middle-generation ones
+    instead of 10.
     """
     gc.collect()
     gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, 100)
+    _, middle, _ = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, middle, 100)

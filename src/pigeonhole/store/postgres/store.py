@@ -280,17 +280,20 @@ class PostgresStore:
         )
         return [(app_id, mailbox_id) for app_id, mailbox_id in rows]
 
-    async def touch(self, mailboxes: list[tuple[str, str]], now: float) -> None:
-        """Keep mailboxes alive that this node's connections are subscribed to."""
+    async def touch(self, mailboxes: list[tuple[str, str]], now: float, fresh: float) -> None:
+        """Keep mailboxes alive that this node's connections are subscribed to: each one
+        not used in the last `fresh` seconds is marked used now (those a batch touched
+        since are left as they are: no rewrite, no row lock taken from a batch)."""
         if not mailboxes:
             return
         await self._pool.execute(
-            "UPDATE channel.mailboxes m SET updated = greatest(m.updated, $3)"
+            "UPDATE channel.mailboxes m SET updated = $3"
             " FROM unnest($1::text[], $2::text[]) AS t(app_id, id)"
-            " WHERE m.app_id = t.app_id AND m.id = t.id",
+            " WHERE m.app_id = t.app_id AND m.id = t.id AND m.updated <= $3::float8 - $4::float8",
             [a for a, _ in mailboxes],
             [i for _, i in mailboxes],
             now,
+            fresh,
         )
 
     # -- reads ----------------------------------------------------------------------
