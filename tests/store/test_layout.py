@@ -63,8 +63,10 @@ def test_every_store_error_is_defined_in_errors_py() -> None:
 def test_the_schema_files_live_with_their_backend() -> None:
     assert sorted(p.name for p in (STORE / "sqlite" / "schema").glob("*.sql")) == [
         "channel-upgrade-v1-v2.sql",
+        "channel-upgrade-v2-v3.sql",
         "channel-v1.sql",
         "channel-v2.sql",
+        "channel-v3.sql",
         "usage-upgrade-v1-v2.sql",
         "usage-v1.sql",
         "usage-v2.sql",

@@ -50,9 +50,11 @@ def test_state_survives_reopen(store: SqliteStore, tmp_path: Path) -> None:
     ]
     assert box.size == 2 and box.updated == 500.0  # fresh expiry window after a restart
     assert len(loaded.bodies) == 0  # bodies stay on disk: read when a replay needs them
-    assert BodyReader(tmp_path / "channel.sqlite").read("app", mailbox_id) == {
-        box.messages[0].seq: "abcd"
-    }
+    seq = box.messages[0].seq
+    reader = BodyReader(tmp_path / "channel.sqlite")
+    assert reader.read("app", mailbox_id, [seq]) == {seq: "abcd"}
+    assert reader.read("app", "another", [seq]) == {}  # only that mailbox's messages
+    reader.close()
     again.close()
 
 
@@ -106,7 +108,7 @@ def test_a_version_1_database_is_upgraded_with_bodies_as_bytes(tmp_path: Path) -
     store = SqliteStore(path, tmp_path / "usage.sqlite")
     store.open()
     try:
-        assert store.db.execute("SELECT version FROM version").fetchone() == (2,)
+        assert store.db.execute("SELECT version FROM version").fetchone() == (3,)
         assert store.db.execute("SELECT seq, body, owner FROM messages").fetchall() == [
             (1, bytes.fromhex("deadbeef"), None)
         ]
@@ -150,6 +152,59 @@ def test_failed_transaction_leaves_nothing(store: SqliteStore) -> None:
     assert store.db.execute("SELECT count(*) FROM mailboxes").fetchone() == (0,)
     store.write([fx.PutMailbox("app", "m2", False, 2.0)])  # the store still works
     assert store.db.execute("SELECT id FROM mailboxes").fetchall() == [("m2",)]
+    # and forgot where the rolled-back mailbox was: m2 took its rowid, m1 has none
+    with pytest.raises(StoreError, match="no mailbox"):
+        store.write([fx.PutMailboxSide("app", "m1", "a", True, 3.0, None)])
+    store.write([fx.PutMailboxSide("app", "m2", "a", True, 3.0, None)])
+    assert store.db.execute("SELECT mailbox, side FROM mailbox_sides").fetchall() == [(1, "a")]
+
+
+def test_a_version_2_database_is_upgraded_to_rows_in_creation_order(tmp_path: Path) -> None:
+    """Version 3 keys sides and messages by their parent's rowid, mailboxes in creation
+    order; everything loads as before, and what had no parent is left behind."""
+    path = tmp_path / "channel.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(schema_sql("channel", 2))
+    db.executescript(
+        "INSERT INTO nameplates VALUES ('app', '4', 'late', 'x'), ('app', '9', 'early', NULL);"
+        "INSERT INTO nameplate_sides VALUES ('app', '4', 'a', 1, 5.0), ('app', '4', 'b', 0, 6.0),"
+        " ('app', '77', 'a', 1, 1.0);"
+        "INSERT INTO mailboxes VALUES ('app', 'late', 1, 5.0, 'x'), ('app', 'early', 0, 2.0, NULL);"
+        "INSERT INTO mailbox_sides VALUES ('app', 'late', 'a', 1, 5.0, NULL),"
+        " ('app', 'early', 'b', 0, 2.5, 'happy'), ('app', 'gone', 'a', 1, 1.0, NULL);"
+        "INSERT INTO messages VALUES (3, 'app', 'late', 'a', 'pake', x'beef', 7.0, '\"i\"', 'x'),"
+        " (8, 'app', 'gone', 'a', 'pake', x'00', 1.0, '1', NULL);"
+    )
+    db.close()
+    store = SqliteStore(path, tmp_path / "usage.sqlite")
+    store.open()
+    try:
+        q = store.db.execute
+        assert q("SELECT version FROM version").fetchone() == (3,)
+        assert q("SELECT rowid, id FROM mailboxes ORDER BY rowid").fetchall() == [
+            (1, "early"),
+            (2, "late"),
+        ]
+        assert q("SELECT mailbox, side, mood FROM mailbox_sides ORDER BY mailbox").fetchall() == [
+            (1, "b", "happy"),
+            (2, "a", None),
+        ]
+        assert q("SELECT seq, mailbox FROM messages").fetchall() == [(3, 2)]
+        assert q("SELECT count(*) FROM nameplate_sides").fetchone() == (2,)
+        rz = _rz()
+        store.load(rz, 10.0)
+        plate = rz.apps["app"].nameplates["4"]
+        assert plate.mailbox_id == "late" and sorted(plate.sides) == ["a", "b"]
+        assert [m.seq for m in rz.apps["app"].mailboxes["late"].messages] == [3]
+        reader = BodyReader(path)
+        assert reader.read("app", "late", [3, 8]) == {3: "beef"}
+        reader.close()
+        # writes after the upgrade find the rows it moved
+        store.write([fx.DeleteMailbox("app", "late"), fx.DeleteNameplate("app", "4")])
+        assert q("SELECT count(*) FROM messages").fetchone() == (0,)
+        assert q("SELECT count(*) FROM nameplate_sides").fetchone() == (0,)
+    finally:
+        store.close()
 
 
 def test_usage_rows_land_in_the_usage_file(store: SqliteStore, tmp_path: Path) -> None:

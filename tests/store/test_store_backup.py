@@ -28,9 +28,12 @@ MAX_COMMITS = 200_000
 
 
 def effects(n: int) -> list[fx.Effect]:
-    """One message and one usage row: the two files in one transaction."""
+    """One message and one usage row: the two files in one transaction (the first 50 make
+    the mailboxes the messages go to)."""
     body = os.urandom(64).hex()
+    made: list[fx.Effect] = [fx.PutMailbox("app", f"m{n}", False, float(n))] if n < 50 else []
     return [
+        *made,
         fx.PutMessage("app", f"m{n % 50}", "a", f"p{n}", body, float(n), n, n),
         fx.UsageMailbox("app", True, float(n), 1.0, 2.0, "happy"),
     ]
@@ -132,6 +135,7 @@ def test_not_a_data_dir_is_refused(tmp_path: Path) -> None:
 def test_a_full_disk_leaves_nothing(tmp_path: Path) -> None:
     store = fill(tmp_path / "data", 0)
     big = os.urandom(4000).hex()  # about 4 MiB of bodies in all
+    store.write([fx.PutMailbox("app", "m", False, 1.0)])
     for n in range(1000):
         store.write([fx.PutMessage("app", "m", "a", f"p{n}", big, 1.0, n, n)])
     store.close()

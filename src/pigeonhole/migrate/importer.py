@@ -135,19 +135,22 @@ def _import_channel(opened: ref.Opened, path: Path, now: float, summary: ImportS
             "INSERT INTO nameplates (app_id, name, mailbox_id, owner) VALUES (?,?,?,NULL)",
             rows.nameplates,
         )
+        # sides and messages are keyed by their nameplate's or mailbox's rowid (schema v3)
+        plates = {(a, n): r for r, a, n in db.execute("SELECT rowid, app_id, name FROM nameplates")}
         db.executemany(
-            "INSERT INTO nameplate_sides (app_id, name, side, claimed, added) VALUES (?,?,?,?,?)",
-            rows.nameplate_sides,
+            "INSERT INTO nameplate_sides (nameplate, side, claimed, added) VALUES (?,?,?,?)",
+            [(plates[(a, n)], side, c, t) for a, n, side, c, t in rows.nameplate_sides],
         )
+        in_order = sorted(rows.mailboxes, key=lambda m: m[3])  # by creation time
         db.executemany(
             "INSERT INTO mailboxes (app_id, id, for_nameplate, created, owner)"
             " VALUES (?,?,?,?,NULL)",
-            rows.mailboxes,
+            in_order,
         )
+        boxes = {(a, m): r for r, a, m in db.execute("SELECT rowid, app_id, id FROM mailboxes")}
         db.executemany(
-            "INSERT INTO mailbox_sides (app_id, mailbox_id, side, opened, added, mood)"
-            " VALUES (?,?,?,?,?,?)",
-            rows.mailbox_sides,
+            "INSERT INTO mailbox_sides (mailbox, side, opened, added, mood) VALUES (?,?,?,?,?)",
+            [(boxes[(a, m)], side, o, t, mood) for a, m, side, o, t, mood in rows.mailbox_sides],
         )
         live = {(app_id, mailbox_id) for app_id, mailbox_id, _, _ in rows.mailboxes}
         messages = 0
@@ -155,10 +158,19 @@ def _import_channel(opened: ref.Opened, path: Path, now: float, summary: ImportS
             ref.message_rows(opened, live), start=1
         ):
             db.execute(
-                "INSERT INTO messages"
-                " (seq, app_id, mailbox_id, side, phase, body, server_rx, msg_id, owner)"
-                " VALUES (?,?,?,?,?,?,?,?,NULL)",
-                (seq, app_id, mailbox_id, side, phase, _body(body), server_rx, msg_id),
+                "INSERT INTO messages (seq, mailbox, app_id, mailbox_id, side, phase, body,"
+                " server_rx, msg_id, owner) VALUES (?,?,?,?,?,?,?,?,?,NULL)",
+                (
+                    seq,
+                    boxes[(app_id, mailbox_id)],
+                    app_id,
+                    mailbox_id,
+                    side,
+                    phase,
+                    _body(body),
+                    server_rx,
+                    msg_id,
+                ),
             )
             messages = seq
         db.execute("COMMIT")

@@ -20,8 +20,9 @@ from typing import Any
 from pigeonhole.store.group_commit import Commit
 
 Frame = dict[str, Any]
-#: (app_id, mailbox_id) -> the mailbox's stored bodies as hex, by sequence number
-ReadBodies = Callable[[str, str], Awaitable[dict[int, str]]]
+#: (app_id, mailbox_id, the messages' sequence numbers) -> their stored bodies as hex,
+#: by sequence number (those of the mailbox only)
+ReadBodies = Callable[[str, str, list[int]], Awaitable[dict[int, str]]]
 
 
 class BodyLoader:
@@ -37,7 +38,7 @@ class BodyLoader:
         if after is not None:
             with contextlib.suppress(Exception):  # a failed commit is written again
                 await after
-        bodies = await self._read(app_id, mailbox_id)
+        bodies = await self._read(app_id, mailbox_id, list(frames))
         self.loads += 1
         for seq, frame in frames.items():
             body = bodies.get(seq)

@@ -143,12 +143,12 @@ class SqliteStorage(_UsageSize):
         """In memory, as each command arrives (the rendezvous has its randomness)."""
         return LocalDecider(core)
 
-    async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
+    async def _read_bodies(self, app_id: str, mailbox_id: str, seqs: list[int]) -> dict[int, str]:
         if self._read_executor is None:
             self._read_executor = ThreadPoolExecutor(1, thread_name_prefix="pigeonhole-bodies")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._read_executor, self._reader.read, app_id, mailbox_id
+            self._read_executor, self._reader.read, app_id, mailbox_id, seqs
         )
 
     def transit_waiting(self) -> WaitingFactory | None:
@@ -201,7 +201,8 @@ class PostgresStorage(_UsageSize):
         """This process as one node of the server the database holds."""
         return Node(core, self.store, randomness)
 
-    async def _read_bodies(self, app_id: str, mailbox_id: str) -> dict[int, str]:
+    async def _read_bodies(self, app_id: str, mailbox_id: str, seqs: list[int]) -> dict[int, str]:
+        """The mailbox's bodies (its index is by mailbox: every one, one query)."""
         rows = await self.store.messages_after(app_id, mailbox_id, 0)
         return {seq: frame["body"] for seq, frame in rows}
 

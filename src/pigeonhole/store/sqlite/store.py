@@ -17,6 +17,7 @@ touches file descriptors, in a worker thread or on the loop.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -24,17 +25,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from pigeonhole.protocol import effects as fx
 from pigeonhole.protocol.channels import Rendezvous
-from pigeonhole.store import loading as L
 from pigeonhole.store.bodies import stored_body
 from pigeonhole.store.errors import StoreError
-from pigeonhole.store.loading import OwnerOf, StoredRows, load_state, same_owner
+from pigeonhole.store.loading import (
+    MESSAGE_COLUMNS_AFTER_SIZE,
+    MESSAGE_COLUMNS_BEFORE_SIZE,
+    OwnerOf,
+    StoredRows,
+    load_state,
+    same_owner,
+)
+from pigeonhole.store.sqlite.channel_rows import LOAD_QUERIES, ChannelRows
 from pigeonhole.store.sqlite.migrations import create_or_check
 
-CHANNEL_VERSION = 2
+CHANNEL_VERSION = 3
 USAGE_VERSION = 2
 
 
@@ -43,6 +49,10 @@ class SqliteStore:
         self._channel_path = channel_path
         self._usage_path = usage_path
         self._db: sqlite3.Connection | None = None
+        #: where each live nameplate and mailbox row is (store/sqlite/channel_rows.py)
+        self._rows = ChannelRows()
+        self._rows_read = False
+        self._writers: dict[type, Writer] = {**self._rows.writers(), **_USAGE_WRITERS}
         #: open descriptors of the two write-ahead logs, for `sync`
         self._wal_fds: dict[str, int] = {}
         self._fd_lock = threading.Lock()
@@ -62,6 +72,7 @@ class SqliteStore:
             db.execute(f"PRAGMA {schema}.synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=5000")
         self._db = db
+        self._rows_read = False
 
     def close(self) -> None:
         if self._db is not None:
@@ -99,15 +110,21 @@ class SqliteStore:
     def write(self, effects: list[fx.Effect]) -> None:
         """Apply every effect in one transaction; on any failure roll back and raise."""
         db = self.db
+        writers = self._writers
+        if not self._rows_read:  # only the writing connection needs them (the helper's)
+            self._rows.read(db)
+            self._rows_read = True
+        self._rows.begin()
         try:
             db.execute("BEGIN IMMEDIATE")
             for effect in effects:
-                _WRITERS[type(effect)](db, effect)
+                writers[type(effect)](db, effect)
             db.execute("COMMIT")
         except Exception as err:
             # whatever failed (SQL, a value we cannot encode), nothing stays half-written
             if db.in_transaction:
                 db.execute("ROLLBACK")
+            self._rows.rolled_back()
             raise StoreError(f"transaction rolled back: {err}") from err
 
     def ping(self) -> None:
@@ -121,85 +138,21 @@ class SqliteStore:
             rz,
             now,
             StoredRows(
-                mailboxes=db.execute(f"SELECT {L.MAILBOX_COLUMNS} FROM mailboxes"),
-                mailbox_sides=db.execute(f"SELECT {L.MAILBOX_SIDE_COLUMNS} FROM mailbox_sides"),
+                mailboxes=db.execute(LOAD_QUERIES["mailboxes"]),
+                mailbox_sides=db.execute(LOAD_QUERIES["mailbox_sides"]),
                 messages=db.execute(
-                    f"SELECT {L.MESSAGE_COLUMNS_BEFORE_SIZE},"
+                    f"SELECT {MESSAGE_COLUMNS_BEFORE_SIZE},"
                     " CASE typeof(body) WHEN 'blob' THEN length(body) ELSE length(body) / 2 END,"
-                    f" {L.MESSAGE_COLUMNS_AFTER_SIZE} FROM messages ORDER BY seq"
+                    f" {MESSAGE_COLUMNS_AFTER_SIZE} FROM messages ORDER BY seq"
                 ),
-                nameplates=db.execute(f"SELECT {L.NAMEPLATE_COLUMNS} FROM nameplates"),
-                nameplate_sides=db.execute(
-                    f"SELECT {L.NAMEPLATE_SIDE_COLUMNS} FROM nameplate_sides"
-                ),
+                nameplates=db.execute(LOAD_QUERIES["nameplates"]),
+                nameplate_sides=db.execute(LOAD_QUERIES["nameplate_sides"]),
             ),
             owner_of,
         )
 
 
 Writer = Callable[[sqlite3.Connection, Any], object]
-
-
-def _put_nameplate(db: sqlite3.Connection, e: fx.PutNameplate) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO nameplates (app_id, name, mailbox_id, owner) VALUES (?,?,?,?)",
-        (e.app_id, e.name, e.mailbox_id, e.owner),
-    )
-
-
-def _delete_nameplate(db: sqlite3.Connection, e: fx.DeleteNameplate) -> None:
-    db.execute("DELETE FROM nameplate_sides WHERE app_id=? AND name=?", (e.app_id, e.name))
-    db.execute("DELETE FROM nameplates WHERE app_id=? AND name=?", (e.app_id, e.name))
-
-
-def _put_nameplate_side(db: sqlite3.Connection, e: fx.PutNameplateSide) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO nameplate_sides (app_id, name, side, claimed, added)"
-        " VALUES (?,?,?,?,?)",
-        (e.app_id, e.name, e.side, int(e.claimed), e.added),
-    )
-
-
-def _put_mailbox(db: sqlite3.Connection, e: fx.PutMailbox) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO mailboxes (app_id, id, for_nameplate, created, owner)"
-        " VALUES (?,?,?,?,?)",
-        (e.app_id, e.mailbox_id, int(e.for_nameplate), e.created, e.owner),
-    )
-
-
-def _delete_mailbox(db: sqlite3.Connection, e: fx.DeleteMailbox) -> None:
-    key = (e.app_id, e.mailbox_id)
-    db.execute("DELETE FROM messages WHERE app_id=? AND mailbox_id=?", key)
-    db.execute("DELETE FROM mailbox_sides WHERE app_id=? AND mailbox_id=?", key)
-    db.execute("DELETE FROM mailboxes WHERE app_id=? AND id=?", key)
-
-
-def _put_mailbox_side(db: sqlite3.Connection, e: fx.PutMailboxSide) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO mailbox_sides (app_id, mailbox_id, side, opened, added, mood)"
-        " VALUES (?,?,?,?,?,?)",
-        (e.app_id, e.mailbox_id, e.side, int(e.opened), e.added, e.mood),
-    )
-
-
-def _put_message(db: sqlite3.Connection, e: fx.PutMessage) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO messages"
-        " (seq, app_id, mailbox_id, side, phase, body, server_rx, msg_id, owner)"
-        " VALUES (?,?,?,?,?,?,?,?,?)",
-        (
-            e.seq,
-            e.app_id,
-            e.mailbox_id,
-            e.side,
-            e.phase,
-            stored_body(e.body),
-            e.server_rx,
-            orjson.dumps(e.msg_id),
-            e.owner,
-        ),
-    )
 
 
 def _usage_nameplate(db: sqlite3.Connection, e: fx.UsageNameplate) -> None:
@@ -248,14 +201,7 @@ def _usage_transit(db: sqlite3.Connection, e: fx.UsageTransit) -> None:
     )
 
 
-_WRITERS: dict[type, Writer] = {
-    fx.PutNameplate: _put_nameplate,
-    fx.DeleteNameplate: _delete_nameplate,
-    fx.PutNameplateSide: _put_nameplate_side,
-    fx.PutMailbox: _put_mailbox,
-    fx.DeleteMailbox: _delete_mailbox,
-    fx.PutMailboxSide: _put_mailbox_side,
-    fx.PutMessage: _put_message,
+_USAGE_WRITERS: dict[type, Writer] = {
     fx.UsageNameplate: _usage_nameplate,
     fx.UsageMailbox: _usage_mailbox,
     fx.UsageClientVersion: _usage_client_version,
@@ -264,28 +210,31 @@ _WRITERS: dict[type, Writer] = {
 }
 
 #: every effect type `write` knows (what the store helper process may be sent)
-WRITABLE_EFFECTS: tuple[type, ...] = tuple(_WRITERS)
+WRITABLE_EFFECTS: tuple[type, ...] = (*ChannelRows().writers(), *_USAGE_WRITERS)
 
 
 class BodyReader:
     """Reads message bodies for replays, on its own connection (used from one thread).
 
     A read transaction in WAL mode sees every committed batch and never blocks the
-    writer. `read` returns the mailbox's bodies as hex, by sequence number.
+    writer. `read` returns the bodies of the mailbox's messages it is asked for, as hex,
+    by sequence number (found by `seq`, the table's key: no index by mailbox).
     """
 
     def __init__(self, channel_path: Path) -> None:
         self._path = channel_path
         self._db: sqlite3.Connection | None = None
 
-    def read(self, app_id: str, mailbox_id: str) -> dict[int, str]:
+    def read(self, app_id: str, mailbox_id: str, seqs: list[int]) -> dict[int, str]:
         db = self._db
         if db is None:
             db = self._db = sqlite3.connect(
                 f"file:{self._path}?mode=ro", uri=True, check_same_thread=False
             )
         rows = db.execute(
-            "SELECT seq, body FROM messages WHERE app_id=? AND mailbox_id=?", (app_id, mailbox_id)
+            "SELECT seq, body FROM messages WHERE seq IN (SELECT value FROM json_each(?))"
+            " AND app_id=? AND mailbox_id=?",
+            (json.dumps(seqs), app_id, mailbox_id),
         )
         return {seq: body.hex() if isinstance(body, bytes) else body for seq, body in rows}
 
