@@ -116,10 +116,18 @@ class Connection:
         self.outbox.put({"type": "welcome", "welcome": welcome})
 
     def connection_lost(self) -> None:
-        """The transport is gone: leave the mailbox and drop what is still held."""
-        self.ctx.decider.forget(self)
+        """The transport is gone: leave the mailbox and drop what is still held.
+
+        Once nothing of it is left to decide, its session lets go of it: the connection's
+        objects are then in no reference cycle and are freed as soon as the last reference
+        goes, not by a collection of the oldest generation, which a connection that lived
+        through a few young collections would otherwise wait for (`server/run.py`).
+        """
+        done = self.ctx.decider.forget(self)
         self.outbox.stop()
         self.ctx.clients.detach(self)
+        if done:
+            self.session.handle = None
 
     def handle_frame(self, data: str | bytes) -> None:
         if self._close_request is not None:

@@ -58,8 +58,9 @@ class Decider(Protocol):
     def submit(self, conn: Member, msg: dict[str, Any], frame: str | bytes) -> None:
         """Decide a decoded command (`frame`: as received); its replies go to `conn`."""
 
-    def forget(self, conn: Member) -> None:
-        """The connection is gone: it leaves its mailbox and reads nothing more."""
+    def forget(self, conn: Member) -> bool:
+        """The connection is gone: it leaves its mailbox and reads nothing more. True when
+        nothing of it is left to decide (its session is then never used again)."""
 
     def alive(self) -> tuple[int, int]:
         """(nameplates, mailboxes) alive on the whole server."""
@@ -96,8 +97,9 @@ class LocalDecider:
         step = conn.session.receive(msg, self._clock())
         conn.emit(msg, step, self._committer.submit(step.effects))
 
-    def forget(self, conn: Member) -> None:
+    def forget(self, conn: Member) -> bool:
         conn.session.disconnect()
+        return True
 
     def alive(self) -> tuple[int, int]:
         return self._core.rendezvous.counts()

@@ -210,9 +210,10 @@ class Outbox:
     def drop_slow_reader(self) -> None:
         if self.overflowed:
             return
+        on_slow = self._on_slow  # (stopping lets go of it)
         self._stop()
-        if self._on_slow is not None:
-            self._on_slow()
+        if on_slow is not None:
+            on_slow()
 
     def _stop(self) -> None:
         self.overflowed = True
@@ -228,8 +229,10 @@ class Outbox:
             await asyncio.wait_for(asyncio.shield(self._emptied), timeout)
 
     def stop(self) -> None:
-        """The connection ended: drop what is still held."""
+        """The connection ended: drop what is still held (and the connection's callback,
+        which would keep the two in a reference cycle)."""
         self._held = None
         self._pinned = 0
+        self._on_slow = None
         if self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)

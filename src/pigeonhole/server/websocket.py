@@ -134,8 +134,12 @@ class MailboxSocket(asyncio.Protocol):
         self._gone = True
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
-        if self.conn is not None:
-            self.conn.connection_lost()
+        conn, self.conn = self.conn, None  # no cycle left between the two
+        if conn is not None:
+            conn.connection_lost()
+        # the protocol's parser is a generator that holds the protocol: ended, the two are
+        # no reference cycle (nothing is parsed once the transport is gone)
+        self._ws.parser.close()
 
     # -- output --------------------------------------------------------------------
 

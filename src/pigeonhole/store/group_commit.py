@@ -116,6 +116,9 @@ class Commit:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+                # seen here: an awaiter that gave up (a drain's timeout) leaves no one to
+                # retrieve it, and asyncio would log it as lost when the future is collected
+                waiter.exception()
 
     def _call_back(
         self, callbacks: list[Callable[[Commit], object]], start: int, per_iteration: int

@@ -97,12 +97,13 @@ class Node:
         in order."""
         self._queues.put(conn, screened(msg, frame))
 
-    def forget(self, conn: Member) -> None:
+    def forget(self, conn: Member) -> bool:
         """The connection is gone: it reads nothing more. Commands it sent before are still
         decided, in order (on SQLite each is decided as it arrives, so a `close` sent just
         before hanging up counts there too); their replies go nowhere."""
         self._notes.forget(conn)
         self._queues.forget(conn)
+        return not self._queues.gone(conn)
 
     async def _run_lane(self, lane: int) -> None:
         """Decide one lane's ready commands, a batch at a time.
@@ -122,6 +123,7 @@ class Node:
                 log.exception("a batch of %d connections' commands failed", len(batch))
             finally:
                 queues.done(batch)
+                del batch  # not held while the lane waits: its connections may be gone
 
     # -- the server's questions ------------------------------------------------------
 
