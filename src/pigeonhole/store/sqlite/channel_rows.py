@@ -87,29 +87,54 @@ class ChannelRows:
 
     # -- nameplates -------------------------------------------------------------------
 
-    def put_nameplate(self, db: sqlite3.Connection, e: fx.PutNameplate) -> None:
-        key = _key(e.app_id, e.name)
-        rowid = self.nameplates.get(key)
+    def _put(
+        self,
+        db: sqlite3.Connection,
+        places: dict[str, int],
+        key: str,
+        update: tuple[str, tuple[Any, ...]],
+        insert: tuple[str, tuple[Any, ...]],
+    ) -> None:
+        """Update the row where it is, or insert it (at the end) and note its rowid."""
+        rowid = places.get(key)
         if rowid is not None:
-            db.execute(
-                "UPDATE nameplates SET mailbox_id=?, owner=? WHERE rowid=?",
-                (e.mailbox_id, e.owner, rowid),
-            )
+            db.execute(update[0], (*update[1], rowid))
             return
-        cur = db.execute(
-            "INSERT INTO nameplates (app_id, name, mailbox_id, owner) VALUES (?,?,?,?)",
-            (e.app_id, e.name, e.mailbox_id, e.owner),
-        )
-        self._set(self.nameplates, key, cur.lastrowid)
+        self._set(places, key, db.execute(*insert).lastrowid)
 
-    def delete_nameplate(self, db: sqlite3.Connection, e: fx.DeleteNameplate) -> None:
-        key = _key(e.app_id, e.name)
-        rowid = self.nameplates.get(key)
+    def _delete(
+        self, db: sqlite3.Connection, places: dict[str, int], key: str, children: tuple[str, ...]
+    ) -> None:
+        """Delete the row and what is keyed by its rowid in the `children` tables."""
+        rowid = places.get(key)
         if rowid is None:
             return
-        db.execute("DELETE FROM nameplate_sides WHERE nameplate=?", (rowid,))
-        db.execute("DELETE FROM nameplates WHERE rowid=?", (rowid,))
-        self._set(self.nameplates, key, None)
+        for statement in children:
+            db.execute(statement, (rowid,))
+        self._set(places, key, None)
+
+    def put_nameplate(self, db: sqlite3.Connection, e: fx.PutNameplate) -> None:
+        self._put(
+            db,
+            self.nameplates,
+            _key(e.app_id, e.name),
+            ("UPDATE nameplates SET mailbox_id=?, owner=? WHERE rowid=?", (e.mailbox_id, e.owner)),
+            (
+                "INSERT INTO nameplates (app_id, name, mailbox_id, owner) VALUES (?,?,?,?)",
+                (e.app_id, e.name, e.mailbox_id, e.owner),
+            ),
+        )
+
+    def delete_nameplate(self, db: sqlite3.Connection, e: fx.DeleteNameplate) -> None:
+        self._delete(
+            db,
+            self.nameplates,
+            _key(e.app_id, e.name),
+            (
+                "DELETE FROM nameplate_sides WHERE nameplate=?",
+                "DELETE FROM nameplates WHERE rowid=?",
+            ),
+        )
 
     def put_nameplate_side(self, db: sqlite3.Connection, e: fx.PutNameplateSide) -> None:
         rowid = self._parent(self.nameplates, _key(e.app_id, e.name), "nameplate")
@@ -122,29 +147,32 @@ class ChannelRows:
     # -- mailboxes and messages -------------------------------------------------------
 
     def put_mailbox(self, db: sqlite3.Connection, e: fx.PutMailbox) -> None:
-        key = _key(e.app_id, e.mailbox_id)
-        rowid = self.mailboxes.get(key)
-        if rowid is not None:
-            db.execute(
+        self._put(
+            db,
+            self.mailboxes,
+            _key(e.app_id, e.mailbox_id),
+            (
                 "UPDATE mailboxes SET for_nameplate=?, created=?, owner=? WHERE rowid=?",
-                (int(e.for_nameplate), e.created, e.owner, rowid),
-            )
-            return
-        cur = db.execute(
-            "INSERT INTO mailboxes (app_id, id, for_nameplate, created, owner) VALUES (?,?,?,?,?)",
-            (e.app_id, e.mailbox_id, int(e.for_nameplate), e.created, e.owner),
+                (int(e.for_nameplate), e.created, e.owner),
+            ),
+            (
+                "INSERT INTO mailboxes (app_id, id, for_nameplate, created, owner)"
+                " VALUES (?,?,?,?,?)",
+                (e.app_id, e.mailbox_id, int(e.for_nameplate), e.created, e.owner),
+            ),
         )
-        self._set(self.mailboxes, key, cur.lastrowid)
 
     def delete_mailbox(self, db: sqlite3.Connection, e: fx.DeleteMailbox) -> None:
-        key = _key(e.app_id, e.mailbox_id)
-        rowid = self.mailboxes.get(key)
-        if rowid is None:
-            return
-        db.execute("DELETE FROM messages WHERE mailbox=?", (rowid,))
-        db.execute("DELETE FROM mailbox_sides WHERE mailbox=?", (rowid,))
-        db.execute("DELETE FROM mailboxes WHERE rowid=?", (rowid,))
-        self._set(self.mailboxes, key, None)
+        self._delete(
+            db,
+            self.mailboxes,
+            _key(e.app_id, e.mailbox_id),
+            (
+                "DELETE FROM messages WHERE mailbox=?",
+                "DELETE FROM mailbox_sides WHERE mailbox=?",
+                "DELETE FROM mailboxes WHERE rowid=?",
+            ),
+        )
 
     def put_mailbox_side(self, db: sqlite3.Connection, e: fx.PutMailboxSide) -> None:
         rowid = self._parent(self.mailboxes, _key(e.app_id, e.mailbox_id), "mailbox")
