@@ -118,6 +118,7 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
             f" {statistics.median(pairs) if pairs else 0:.2f}x |"
             f" {node_c / node_a:.2f}x | {db} | {sc['rate'] / sa['rate']:.2f}x | {gc} |"
         )
+    lines += _database_lines(ws, levels)
     top, mid = levels[-1], levels[len(levels) // 2]
     for side in ("alone", "crowd"):
         hi = _sums([w for w in ws if w["side"] == side and w["concurrency"] == top])
@@ -126,6 +127,46 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
             f"- {side}: CPU per exchange at {top} in flight against {mid}:"
             f" {hi['cpu_ms'] / mi['cpu_ms']:.2f}x"
         )
+    return lines
+
+
+def _database_lines(ws: list[dict[str, Any]], levels: list[int]) -> list[str]:
+    """Where the database's part goes, per exchange, alone -> beside the crowd: its
+    backends' CPU, the cluster's own processes', WAL written (PostgreSQL only)."""
+    if not any(w.get("database_counts") for w in ws):
+        return []
+    lines = [
+        "",
+        "| in flight | database backends ms/exchange | cluster processes ms/exchange |"
+        " WAL bytes/exchange |",
+        "|---|---|---|---|",
+    ]
+
+    def per(rows: list[dict[str, Any]], f: Any) -> float:
+        return sum(f(r) for r in rows) / (sum(r["completed"] for r in rows) or 1)
+
+    for level in levels:
+        sides = [
+            [w for w in ws if w["side"] == side and w["concurrency"] == level]
+            for side in ("alone", "crowd")
+        ]
+        cells = []
+        for key, scale, fmt in (
+            ("backends", 1000, ".3f"),
+            ("cluster", 1000, ".3f"),
+            ("wal_bytes", 1, ".0f"),
+        ):
+
+            def value(r: dict[str, Any], key: str = key) -> float:
+                if key == "backends":
+                    return float(r["database_cpu"] - r.get("database_cluster_cpu", 0.0))
+                if key == "cluster":
+                    return float(r.get("database_cluster_cpu", 0.0))
+                return float(r.get("database_counts", {}).get(key, 0.0))
+
+            a, c = (scale * per(rows, value) for rows in sides)
+            cells.append(f"{a:{fmt}} -> {c:{fmt}}")
+        lines.append(f"| {level} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -242,14 +242,33 @@ class Server:
         """The server's CPU time, every node's; with a PostgreSQL store, the cluster's added:
         its own processes and the backends of this server's database (they run on this
         machine and do the store's work; other databases' backends are left out)."""
-        nodes, database = self.cpu_split()
-        return nodes + database
+        nodes, backends, cluster = self.cpu_split()
+        return nodes + backends + cluster
 
-    def cpu_split(self) -> tuple[float, float]:
-        """cpu_seconds() in two: the server's own processes, and the PostgreSQL cluster's
-        (0 without one)."""
-        pg = _postgres_pids(self.postgres_db) if self.postgres_db else []
-        return _cpu_seconds(self.all_pids()), _cpu_seconds(pg)
+    def cpu_split(self) -> tuple[float, float, float]:
+        """cpu_seconds() in three: the server's own processes, the backends of its
+        PostgreSQL database, and the cluster's own processes (WAL writer, checkpointer,
+        ...); 0 for the last two without one."""
+        if not self.postgres_db:
+            return _cpu_seconds(self.all_pids()), 0.0, 0.0
+        backends, cluster = _postgres_pids(self.postgres_db)
+        return _cpu_seconds(self.all_pids()), _cpu_seconds(backends), _cpu_seconds(cluster)
+
+    def database_counters(self) -> dict[str, float]:
+        """The cluster's WAL written so far, in bytes (its insert position: exact at any
+        moment, where `pg_stat_wal` and `pg_stat_database` lag while backends stay busy);
+        {} without PostgreSQL. A window's difference is its own: only the measured
+        server works meanwhile."""
+        if not self.postgres_db:
+            return {}
+        sql = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')"
+        try:
+            out = subprocess.run(
+                ["psql", POSTGRES_ADMIN, "-Atc", sql], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+            return {"wal_bytes": float(out)}
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return {}
 
     def gc_seconds(self) -> float | None:
         """Seconds the server's garbage collector has run (`pigeonhole_gc_seconds_total`,
@@ -324,12 +343,13 @@ def _psql(sql: str) -> None:
     subprocess.run(["psql", POSTGRES_ADMIN, "-qc", sql], check=True, timeout=60)
 
 
-def _postgres_pids(database: str) -> list[int]:
+def _postgres_pids(database: str) -> tuple[list[int], list[int]]:
     """The local PostgreSQL cluster's processes (named `postgres`) that work for `database`:
-    the postmaster and its auxiliary processes (WAL writer, checkpointer, ...) and the
-    backends connected to `database`, not those of other databases (tests may use the
-    cluster meanwhile)."""
-    pids = []
+    the backends connected to `database` (not those of other databases: tests may use the
+    cluster meanwhile), and the postmaster with its auxiliary processes (WAL writer,
+    checkpointer, ...)."""
+    backends: list[int] = []
+    cluster: list[int] = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -340,9 +360,12 @@ def _postgres_pids(database: str) -> list[int]:
                     title = f.read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if _backend_database(title) in (None, database):
-                pids.append(int(entry))
-    return pids
+            owner = _backend_database(title)
+            if owner is None:
+                cluster.append(int(entry))
+            elif owner == database:
+                backends.append(int(entry))
+    return backends, cluster
 
 
 def _backend_database(title: str) -> str | None:
@@ -546,6 +569,10 @@ class LevelResult:
     #: the part of server_cpu spent by the PostgreSQL cluster (0 on SQLite)
     database_cpu: float = 0.0
     database_cpu_per_exchange_ms: float | None = None
+    #: of database_cpu, the cluster's own processes' (WAL writer, checkpointer, ...)
+    database_cluster_cpu: float = 0.0
+    #: the window's database_counters() differences (WAL bytes); {} on SQLite
+    database_counts: dict[str, float] = field(default_factory=dict)
     server_cores: float = 0.0
     generator_cores: float = 0.0
     generator_cpu_per_exchange_ms: float | None = None
@@ -613,11 +640,14 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
             g.stdin.write(f"{window_start!r}\n")
             g.stdin.flush()
     time.sleep(max(0.0, window_start - time.time()))
-    (nodes0, db0), busy0 = server.cpu_split(), machine_busy_seconds()
+    counts0 = server.database_counters()
+    (nodes0, back0, aux0), busy0 = server.cpu_split(), machine_busy_seconds()
     gc0 = server.gc_seconds()
     time.sleep(max(0.0, window_start + measure - time.time()))
     gc1 = server.gc_seconds()
-    (nodes1, db1), busy1 = server.cpu_split(), machine_busy_seconds()
+    (nodes1, back1, aux1), busy1 = server.cpu_split(), machine_busy_seconds()
+    counts1 = server.database_counters()
+    db0, db1 = back0 + aux0, back1 + aux1
     cpu0, cpu1 = nodes0 + db0, nodes1 + db1
     mem = server.memory_kib()
     outs = []
@@ -655,6 +685,9 @@ def _run_level(server: Server, concurrency: int, args: argparse.Namespace) -> Le
     r.connect_p50 = pct(conn, 0.50)
     r.server_cpu = cpu1 - cpu0
     r.database_cpu = db1 - db0
+    r.database_cluster_cpu = aux1 - aux0
+    if counts0 and counts1:
+        r.database_counts = {k: counts1[k] - counts0[k] for k in counts0}
     if gc0 is not None and gc1 is not None:
         r.gc_seconds = gc1 - gc0
     r.server_cores = r.server_cpu / measure

@@ -343,3 +343,30 @@ async def test_a_mailbox_read_on_another_node_outlives_the_expiry(tmp_path: Path
             await conn.close()
             await two.stop()
             await one.stop()
+
+
+async def test_the_leader_keeps_its_own_readers_mailbox_however_stale(tmp_path: Path) -> None:
+    """A mailbox whose `updated` is past the expiry (as after a reload that shortened
+    it) is kept by the leader's pruning when a client of the leader reads it: touched
+    then, not deleted; the one nobody reads beside it is pruned."""
+    clock = FakeClock()
+    with fresh_database() as url:
+        one = MailboxServer(base_config(tmp_path / "one", store=url), clock)
+        await one.start()
+        conn = await asyncpg.connect(url)
+        try:
+            assert node_of(one).leader
+            reader = await _bound(one, "r")
+            held = await reader.claim("41")
+            await reader.open(held)
+            gone = await _bound(one, "g")
+            idle = await gone.claim("42")
+            await gone.open(idle)
+            await gone.ws.close()
+            await conn.execute("UPDATE channel.mailboxes SET updated = 0")  # long ago
+            assert await one.prune_now() == 1
+            rows = await conn.fetch("SELECT id, updated FROM channel.mailboxes")
+            assert [r["id"] for r in rows] == [held] and rows[0]["updated"] > clock() - 5
+        finally:
+            await conn.close()
+            await one.stop()

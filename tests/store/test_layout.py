@@ -80,6 +80,7 @@ def test_the_schema_files_live_with_their_backend() -> None:
         "postgres-upgrade-v6-v7.sql",
         "postgres-upgrade-v7-v8.sql",
         "postgres-upgrade-v8-v9.sql",
+        "postgres-upgrade-v9-v10.sql",
         "postgres-v1.sql",
     ]
     assert not (STORE / "schema").exists()

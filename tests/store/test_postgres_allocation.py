@@ -1,5 +1,6 @@
 """`channel.short_names` on the real PostgreSQL, beside a crowd of 15,000 nameplates: what
-an `allocate` reads instead of every name of its app (schema version 7)."""
+an `allocate` reads instead of every name of its app (schema version 7), and the taken
+counts it reads, kept by triggers (version 10)."""
 
 from __future__ import annotations
 
@@ -134,5 +135,64 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
             made = [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(3)]
             assert made[:2] == ["9", "99"]
             assert 400 <= int(made[2]) <= 999
+
+    run(check)
+
+
+async def _kept(conn: Any) -> dict[tuple[str, int], int]:
+    """`channel.short_taken` summed over its shards, per app and length (zeros left out)."""
+    rows = await conn.fetch(
+        "SELECT app_id, length, sum(taken) FROM channel.short_taken GROUP BY 1, 2"
+    )
+    return {(r[0], r[1]): int(r[2]) for r in rows if r[2]}
+
+
+def test_the_taken_counts_follow_every_writer(postgres_url: str) -> None:
+    """The upgrade to version 10 counts the short numbers a version-9 database holds (1-999
+    exactly as written, per app); then the triggers follow inserts on two connections
+    (two shards), a rename, deletes, the leader's fold and a TRUNCATE, and the allocation
+    answers from those counts."""
+
+    async def check() -> None:
+        conn = await asyncpg.connect(postgres_url)
+        other = await asyncpg.connect(postgres_url)
+        try:
+            for name in SCHEMA[:-1]:  # version 9
+                await conn.execute(schema_sql(name))
+            await _put(conn, [str(n) for n in range(1, 21)] + ["07", "0", "1000", "0123"])
+            await _put(conn, ["5", "55", "555"], app="b")
+            await conn.execute(schema_sql(SCHEMA[-1]))
+            assert await _kept(conn) == {(APP, 1): 9, (APP, 2): 11, ("b", 1): 1, ("b", 2): 1,
+                                         ("b", 3): 1}  # fmt: skip
+            await _put(other, ["21", "1001", "998"])
+            await other.execute(
+                "UPDATE channel.nameplates SET name = '0' || name"
+                " WHERE app_id = 'b' AND name = '55'"
+            )
+            await conn.execute(
+                "UPDATE channel.nameplates SET name = '56' WHERE app_id = 'b' AND name = '555'"
+            )
+            await _drop(conn, ["1", "2", "3", "1000"])
+            expected = {(APP, 1): 6, (APP, 2): 12, (APP, 3): 1, ("b", 1): 1, ("b", 2): 1}
+            assert await _kept(conn) == expected
+            shards = await conn.fetchval("SELECT count(DISTINCT shard) FROM channel.short_taken")
+            assert shards == 3  # the upgrade's (0) and each connection's
+            mine = next(a for a in await _allocates(conn, []) if a[0] == APP)
+            assert mine[1:5] == [[6, 12, 1], 1, "free", [1, 2, 3]]
+            # folded: one row per app and length, none holding nothing
+            await conn.execute("DELETE FROM channel.nameplates WHERE app_id = 'b' AND name = '56'")
+            # each connection's shard rows: (app, 1), (b, 2), (b, 3); (app, 2), (app, 3), (b, 2)
+            assert await conn.fetchval("SELECT channel.fold_holdings(100)") == 6
+            rows = await conn.fetch("SELECT app_id, length, shard, taken FROM channel.short_taken")
+            assert sorted((r[0], r[1], r[2], r[3]) for r in rows) == sorted(
+                [(APP, 1, 0, 6), (APP, 2, 0, 12), (APP, 3, 0, 1), ("b", 1, 0, 1)]
+            )
+            await conn.execute("TRUNCATE channel.nameplates")
+            assert await _kept(conn) == {}
+            mine = next(a for a in await _allocates(conn, []) if a[0] == APP)
+            assert mine[1:4] == [[0, 0, 0], 1, "taken"]
+        finally:
+            await other.close()
+            await conn.close()
 
     run(check)

@@ -1,11 +1,13 @@
-"""`channel.holdings` on the real PostgreSQL: what each address holds, kept by triggers.
+"""`channel.holdings` on the real PostgreSQL: what each address holds, kept by triggers
+(and `channel.short_taken`: each app's taken short numbers, kept the same way).
 
 Writers on several connections at once (each its own app, all sharing a few owners,
 some rows with no owner), reconnecting now and then (new backends: new shards), the
-store's pruning of idle mailboxes and its folding of the shards, and the v7 -> v8
-upgrade run while the writers already write: every owner's holdings and the totals
+store's pruning of idle mailboxes and its folding of the shards, and the upgrade from
+version 7 run while the writers already write: every owner's holdings and the totals
 (owner '') always equal what counting the rows gives, read in one snapshot during all
-of it, and folding leaves every sum as it was.
+of it, and so do each app's short numbers once upgraded; folding leaves every sum as it
+was.
 """
 
 from __future__ import annotations
@@ -73,6 +75,26 @@ async def snapshot(conn: Any) -> tuple[Held, Held]:
     return _nonzero(held), _nonzero(counted)
 
 
+#: each app's taken short numbers of each length: the shards of `channel.short_taken`
+#: summed, and the rows counted, in one snapshot (apps with none left out of both)
+SHORT_SNAPSHOT = """
+SELECT
+  (SELECT coalesce(jsonb_object_agg(k, t), '{}') FROM (
+     SELECT app_id || ':' || length AS k, sum(taken) AS t FROM channel.short_taken
+     GROUP BY app_id, length HAVING sum(taken) <> 0) s)::text,
+  (SELECT coalesce(jsonb_object_agg(k, c), '{}') FROM (
+     SELECT app_id || ':' || length(name) AS k, count(*) AS c FROM channel.nameplates
+     WHERE name ~ '^[1-9][0-9]{0,2}$' GROUP BY app_id, length(name)) x)::text
+"""
+
+
+async def short_snapshot(conn: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """(the short numbers' counts summed per app and length, what counting gives)."""
+    row = await conn.fetchrow(SHORT_SNAPSHOT)
+    kept, counted = (orjson.loads(text) for text in row)
+    return {k: int(v) for k, v in kept.items()}, {k: int(v) for k, v in counted.items()}
+
+
 def _nonzero(held: Held) -> Held:
     return {o: v for o, v in held.items() if v != (0, 0, 0)}
 
@@ -84,6 +106,8 @@ class Tally:
     pruned: int = 0
     folded: int = 0
     checks: int = 0
+    short_checks: int = 0
+    upgraded: bool = False
 
 
 def _batch(
@@ -211,6 +235,11 @@ async def _checker(url: str, done: asyncio.Event, tally: Tally, wrong: list[Any]
             held, counted = await snapshot(conn)
             if held != counted:
                 wrong.append((held, counted))
+            if tally.upgraded:  # the short numbers' counts exist from version 10
+                kept, names = await short_snapshot(conn)
+                if kept != names:
+                    wrong.append((kept, names))
+                tally.short_checks += 1
             tally.checks += 1
             await asyncio.sleep(0.002)
     finally:
@@ -237,6 +266,7 @@ def test_holdings_equal_the_rows_through_writers_pruning_folding_and_the_upgrade
         await store.open()  # the upgrade, writers running
         try:
             assert await conn.fetchval("SELECT version FROM channel.version") == POSTGRES_VERSION
+            tally.upgraded = True
             upgraded.set()
             others = [
                 asyncio.create_task(_pruner(store, done, tally)),
@@ -248,6 +278,7 @@ def test_holdings_equal_the_rows_through_writers_pruning_folding_and_the_upgrade
             await asyncio.gather(*others)
             assert wrong == []
             assert tally.batches >= WRITERS * BATCHES * 0.9 and tally.checks > 10
+            assert tally.short_checks > 10
             assert tally.pruned > 0 and tally.folded > 0
             held, counted = await snapshot(conn)
             assert held == counted and set(held) == {"", *OWNERS[:3]}
@@ -271,6 +302,10 @@ def test_holdings_equal_the_rows_through_writers_pruning_folding_and_the_upgrade
             assert sorted(r["owner"] for r in rows) == sorted(held)
             assert {r["shard"] for r in rows} == {0}
             assert await snapshot(conn) == (held, counted)
+            kept, names = await short_snapshot(conn)
+            assert kept == names
+            rows = await conn.fetch("SELECT app_id, length, shard, taken FROM channel.short_taken")
+            assert {r["shard"] for r in rows} == {0} and all(r["taken"] > 0 for r in rows)
         finally:
             done.set()
             await store.close()

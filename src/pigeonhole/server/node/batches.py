@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Collection
@@ -43,10 +44,30 @@ from pigeonhole.store.postgres.shared import (
 
 log = logging.getLogger("pigeonhole.node")
 
-#: long numbers drawn per `allocate` before the batch reads (the chance that all eight
-#: are taken is below 3e-6 until a fifth of 1000-999999 is; then the core draws more and
-#: a taken one is a collision, decided again)
+#: long numbers drawn per `allocate` before the batch reads, at most (the chance that all
+#: eight are taken is below 3e-6 until a fifth of 1000-999999 is; then the core draws more
+#: and a taken one is a collision, decided again)
 LONG_DRAWS = 8
+#: how many long numbers there are (1000-999999)
+LONG_NUMBERS = 1000000 - 1000
+#: the chance, at most, that an `allocate` past 999 collides: every number drawn for it
+#: is taken, and so is the one the core then draws blind
+LONG_COLLISION = 1e-6
+
+
+def long_draws(nameplates: int) -> int:
+    """Long numbers to draw for an `allocate` when the database holds `nameplates` (every
+    app's, the totals each tick reads): as few as keep LONG_COLLISION even were they all
+    long numbers of this app, at most LONG_DRAWS. Each drawn number is one index lookup
+    in the batch, whether the shortest lengths have room or not; beside a crowd of 15,000
+    this is 3, beside none 1."""
+    share = min(nameplates, LONG_NUMBERS) / LONG_NUMBERS
+    if share <= LONG_COLLISION:
+        return 1
+    if share >= 1.0:
+        return LONG_DRAWS
+    return max(1, min(LONG_DRAWS, math.ceil(math.log(LONG_COLLISION) / math.log(share)) - 1))
+
 
 #: what a batch decided: the rendezvous of its rows, and each connection's fork and steps
 Outcome = tuple[Rendezvous, list[tuple[Session, list[Step]]]]
@@ -127,14 +148,15 @@ class Batches:
         return dict(wanted)
 
     def _long_numbers(self, wants: list[Wants]) -> list[list[str]]:
-        """Numbers 1000-999999 drawn for each `allocate`, LONG_DRAWS each (the database
+        """Numbers 1000-999999 drawn for each `allocate`, `long_draws` each (the database
         says which are free, for when 1-999 are all taken: store/postgres/shared.py)."""
         randbelow = self._random.randbelow
+        draws = long_draws(self._figures.totals[0])
         return [
-            [app_id, str(1000 + randbelow(1000000 - 1000))]
+            [app_id, str(1000 + randbelow(LONG_NUMBERS))]
             for want in wants
             for app_id in want.allocates
-            for _ in range(LONG_DRAWS)
+            for _ in range(draws)
         ]
 
     async def _commit(

@@ -49,6 +49,10 @@ class Subscriptions:
     def keys(self) -> list[Key]:
         return list(self._by_key)
 
+    def holds(self, key: Key) -> bool:
+        """Whether a connection of this node reads (or is opening) this mailbox."""
+        return key in self._by_key
+
     def live(self) -> list[Subscription]:
         return [s for s in self._by_conn.values() if s.live]
 
