@@ -12,8 +12,12 @@ between them (A B, then B A, ...), so drift falls on both alike. Printed per num
 flight: server CPU per exchange beside the crowd over alone (each side's CPU summed over
 its windows, divided by its exchanges; and the median of the pairs' ratios), the node's
 and the database's parts, exchanges/s likewise; and on each server the largest number in
-flight against the middle one. Written to bench/results/crowd_paired.{md,json}. Only
-processes this script started are signalled, by their PID.
+flight against the middle one; on PostgreSQL, where the database's part goes (its
+backends, the cluster's own processes, WAL bytes) per exchange. With --together the two
+windows of a pair run at the same time, each with its own generator, so that whatever
+slows the machine meanwhile slows both (they then share its two cores). Written to
+bench/results/crowd_paired.{md,json}. Only processes this script started are signalled,
+by their PID.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +71,16 @@ def one_store(
                     sides = [("alone", alone), ("crowd", crowded)]
                     if (rep + i) % 2:
                         sides.reverse()
-                    for side, server in sides:
-                        run.wait_for_quiet(args.quiet_wait)
-                        r = run.run_level(server, level, args)
+                    run.wait_for_quiet(args.quiet_wait)
+                    if args.together:
+                        results = _together(sides, level, args)
+                    else:
+                        results = []
+                        for n, (_, server) in enumerate(sides):
+                            if n:
+                                run.wait_for_quiet(args.quiet_wait)
+                            results.append(run.run_level(server, level, args))
+                    for (side, server), r in zip(sides, results, strict=True):
                         windows.append({"side": side, "pair": rep, **r.__dict__})
                         crowd.log(
                             f"    {side:>5} x {level:>5}: {r.rate:7.1f}/s,"
@@ -86,6 +98,20 @@ def one_store(
     finally:
         alone.stop()
     return {"store": key, "held": held, "windows": windows}
+
+
+def _together(
+    sides: list[tuple[str, run.Server]], level: int, args: argparse.Namespace
+) -> list[run.LevelResult]:
+    """Both servers' windows at once (--together), each with its own load generator, so
+    whatever slows the machine meanwhile slows both; the database's WAL is then both
+    servers' and is left out."""
+    with ThreadPoolExecutor(len(sides)) as pool:
+        futures = [pool.submit(run.run_level, server, level, args) for _, server in sides]
+        results = [f.result() for f in futures]
+    for r in results:
+        r.database_counts = {}
+    return results
 
 
 def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
@@ -177,6 +203,11 @@ def main() -> None:
     ap.add_argument("--crowd", type=int, default=15_000, help="waiting senders")
     ap.add_argument("--levels", default="200,400,1200", help="exchanges in flight")
     ap.add_argument("--pairs", type=int, default=3, help="windows on each server per level")
+    ap.add_argument(
+        "--together",
+        action="store_true",
+        help="run each pair's two windows at the same time instead of one after the other",
+    )
     crowd.add_window_and_crowd_arguments(ap, measure=10.0)
     ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
     ap.add_argument("--out", default=str(run.BENCH / "results"))
