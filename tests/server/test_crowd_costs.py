@@ -3,8 +3,9 @@
 The slow-reader sweep checks only the connections a write left behind (the rest of the
 crowd is never asked), the bound and subscribed counts of the usage samples are kept as
 sessions change instead of recounted, and the heartbeat (which must visit everyone)
-yields to the event loop between turns. Real servers and real WebSocket clients here;
-each test checks that the figures and the drops are what a full walk would have given.
+spreads its round over the interval, a slice at each tick. Real servers and real
+WebSocket clients here; each test checks that the figures and the drops are what a full
+walk would have given.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from pigeonhole.protocol.limits import Limits
-from pigeonhole.server import connections
 from pigeonhole.server.app import MailboxServer
 from pigeonhole.server.connection import Connection
 from pigeonhole.server.node import Node
@@ -265,22 +265,27 @@ async def test_the_counts_equal_a_recount_after_random_traffic(make_server: Make
 
 
 @pytest.mark.sqlite_only
-async def test_the_heartbeat_in_turns_pings_everyone_and_drops_the_silent(
-    make_server: MakeServer, monkeypatch: pytest.MonkeyPatch
+async def test_the_heartbeat_in_slices_pings_everyone_and_drops_the_silent(
+    make_server: MakeServer,
 ) -> None:
-    """Visited in turns of two (a yield between), every connection is pinged once; the
-    one that answered is kept, the silent ones dropped, as by one walk."""
-    monkeypatch.setattr(connections, "HEARTBEAT_TURN", 2)
+    """A round spread over ticks (each its share of the interval) pings every connection
+    once, as one walk would; the one that answered is kept, the silent ones dropped."""
     async with make_server() as srv:
         clients = [await RawClient.open(srv) for _ in range(5)]
         await until(lambda: len(srv.ctx.clients) == 5)
-        await srv.ctx.clients.heartbeat_in_turns()  # the handshakes counted as heard
-        await srv.ctx.clients.heartbeat_in_turns()
+        table, every = srv.ctx.clients, 4.0
+
+        def round_at(start: float) -> None:  # one round, three ticks: 1, 3 and 1 of the 5
+            for t in (start, start + 2.0, start + 4.0):
+                table.heartbeat_tick(t, every)
+
+        round_at(1000.0)  # the handshakes counted as heard
+        round_at(1004.0)
         pings = [await client.recv() for client in clients]
         assert all(opcode == PING for opcode, _ in pings)
         clients[0].send(PONG, pings[0][1])
         await until(lambda: sum(cast(Connection, c).socket._heard for c in srv.ctx.clients) == 1)
-        await srv.ctx.clients.heartbeat_in_turns()
+        round_at(1008.0)
         for client in clients[1:]:
             assert await client.closed()
         await until(lambda: len(srv.ctx.clients) == 1)

@@ -44,6 +44,8 @@ log = logging.getLogger("pigeonhole.server")
 CLOSE_GOING_AWAY = 1001
 #: a connection quiet for one to two of these is pinged, and dropped one later if silent
 HEARTBEAT_INTERVAL = 30.0
+#: seconds between the heartbeat's slices (each takes its share of the round)
+HEARTBEAT_TICK = 1.0
 #: seconds between the status rings' samples (server/status.py)
 STATUS_TICK = 1.0
 #: seconds between measures of the usage database's size (the status page's)
@@ -132,7 +134,7 @@ class MailboxServer:
                 (c.usage_sample_interval, self.sample_usage),
                 # a slow reader is noticed within a quarter of the send timeout
                 (min(max(c.send_timeout / 4, 0.25), 5.0), self.sweep_slow_readers),
-                (HEARTBEAT_INTERVAL, ctx.clients.heartbeat_in_turns),
+                (HEARTBEAT_TICK, self.heartbeat_tick),
                 (c.disk_check_interval, ctx.health.check_disk),
                 (USAGE_SIZE_INTERVAL, ctx.storage.measure_usage),
                 (c.log_summary_interval, ctx.events.summary.flush),
@@ -201,6 +203,10 @@ class MailboxServer:
         return await self.reloader.reload(read)
 
     # -- timers -------------------------------------------------------------------
+
+    def heartbeat_tick(self) -> None:
+        """Ping this tick's share of the quiet connections (server/connections.py)."""
+        self.ctx.clients.heartbeat_tick(time.monotonic(), HEARTBEAT_INTERVAL)
 
     def sweep_slow_readers(self) -> None:
         """Drop clients that have stayed behind (unread bytes) for the send timeout."""

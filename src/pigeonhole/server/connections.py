@@ -6,13 +6,13 @@ connections whose transport buffer passed BEHIND_BYTES (each registers itself th
 `watch` when a write leaves it there), and the bound and subscribed counts of the usage
 samples are kept as sessions change (`note`), so reading them costs nothing. Only the
 heartbeat visits everyone, once per ping interval: every quiet connection needs its ping;
-it yields to the event loop every HEARTBEAT_TURN connections, so a round of pings to a
-crowd is many short pauses of the other work, not one long one.
+it visits them in a round spread over the interval, a slice at each tick
+(server/turns.py), so pinging a crowd of 15,000 (250 pings a second) is an even trickle,
+not a burst every interval that stalls the exchanges in flight.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from typing import Protocol
@@ -20,13 +20,11 @@ from typing import Protocol
 from pigeonhole.protocol.session import Session
 from pigeonhole.server.metrics import Metrics
 from pigeonhole.server.settings import Settings
+from pigeonhole.server.turns import Turn
 
 #: bits of `Member.counted`: what the table counts a connection as
 BOUND = 1
 SUBSCRIBED = 2
-#: connections the heartbeat visits between two yields to the event loop (a ping written
-#: costs some 5 µs: a few ms at a time)
-HEARTBEAT_TURN = 500
 
 
 class Member(Protocol):
@@ -54,6 +52,7 @@ class Connections:
 
     __slots__ = (
         "_behind",
+        "_heartbeat_turn",
         "_members",
         "_metrics",
         "_settings",
@@ -66,6 +65,7 @@ class Connections:
         self._settings = settings
         self._metrics = metrics
         self._members: set[Member] = set()
+        self._heartbeat_turn: Turn[Member] = Turn()
         #: connections a write left with more than BEHIND_BYTES unsent: the sweep's
         #: (a member that is behind is always here; one here may have caught up since)
         self._behind: set[Member] = set()
@@ -147,15 +147,13 @@ class Connections:
         for conn in list(self._members):
             conn.heartbeat()
 
-    async def heartbeat_in_turns(self) -> None:
-        """`heartbeat`, yielding to the event loop every HEARTBEAT_TURN connections (one
-        that went meanwhile is skipped): the timer's."""
+    def heartbeat_tick(self, now: float, every: float) -> None:
+        """`heartbeat` spread over `every` seconds: this tick's share of the round (one
+        that went meanwhile is skipped), so each connection is visited once a round."""
         members = self._members
-        for i, conn in enumerate(list(members)):
-            if i and not i % HEARTBEAT_TURN:
-                await asyncio.sleep(0)
-            if conn in members:
-                conn.heartbeat()
+        visit = self._heartbeat_turn.slice(lambda: list(members), members.__contains__, now, every)
+        for conn in visit:
+            conn.heartbeat()
 
     def sweep_slow_readers(self, now: float) -> None:
         """Drop clients that have stayed behind (unread bytes) for the send timeout; the

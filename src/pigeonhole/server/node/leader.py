@@ -5,7 +5,7 @@ Each second a node reads the database's totals, reports its connection counts in
 its own: store/postgres/store.py `lead`), so exactly one node leads and a node that dies lets go
 with its connection. The leader prunes idle channels and writes the usage samples,
 summing every live node's counts. Each node touches the mailboxes its readers hold open
-once every quarter of the expiry (`touch_every`), a slice at each tick (`Turn`), so a
+once every quarter of the expiry (`touch_every`), a slice at each tick (server/turns.py), so a
 mailbox read on any node is never pruned and a crowd of readers costs the database a
 steady trickle rather than one burst; a new leader grants every channel one fresh expiry
 window first (the previous leader's clients are reconnecting).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import Any
 
 from pigeonhole.protocol import effects as fx
@@ -24,6 +23,7 @@ from pigeonhole.server.core import Core
 from pigeonhole.server.deciding import UsageCounts
 from pigeonhole.server.node.figures import Figures
 from pigeonhole.server.node.subscriptions import Subscriptions
+from pigeonhole.server.turns import Turn
 from pigeonhole.store.postgres import PostgresStore, encode_batch
 from pigeonhole.store.postgres.shared import batch_spec
 
@@ -50,34 +50,6 @@ def touch_every(expiry: float) -> float:
     return expiry / 4
 
 
-class Turn:
-    """One round of touches over this node's readers' mailboxes, a slice at each tick:
-    a turn begins `every` seconds after the last began (or when the last ends, if later),
-    with the mailboxes read at that moment, and each tick takes the share of them that
-    the time since the last tick is of `every`, so a turn lasts about `every`."""
-
-    def __init__(self) -> None:
-        self._left: list[Any] = []
-        self._size = 0
-        self._began = -math.inf
-        self._last = -math.inf
-
-    def slice(self, keys: Subscriptions, now: float, every: float) -> list[Any]:
-        """The mailboxes to touch at this tick (those no longer read left out)."""
-        if not self._left:
-            if now - self._began < every:
-                return []
-            self._left = keys.keys()
-            self._size = len(self._left)
-            self._began = self._last = now
-        share = (now - self._last) / every if every > 0 else 1.0
-        take = max(1, math.ceil(self._size * share))
-        self._last = now
-        taken = self._left[-take:]
-        del self._left[-take:]
-        return [key for key in taken if keys.holds(key)]
-
-
 class Leadership:
     def __init__(
         self,
@@ -94,7 +66,7 @@ class Leadership:
         self._figures = figures
         self._subscriptions = subscriptions
         self._random = randomness
-        self._turn = Turn()
+        self._turn: Turn[tuple[str, str]] = Turn()
         self._last_top = 0.0
 
     async def every_tick(self) -> None:
@@ -118,7 +90,8 @@ class Leadership:
             host.ledger.bytes_by.clear()
             host.ledger.bytes_by.update(top)
         every = touch_every(host.config.prune_expiry)
-        touching = self._turn.slice(self._subscriptions, now, every)
+        subs = self._subscriptions
+        touching = self._turn.slice(subs.keys, subs.holds, now, every)
         if touching:
             await store.touch(touching, now, every)
         was_leader = figures.leader
