@@ -119,10 +119,12 @@ class Leadership:
                 return pruned
             # this node's readers' are kept, touched now (as after a reload that shortened
             # the expiry); other nodes' readers' are touched by their nodes' turns
-            kept = [key for key in idle if subscriptions.holds(key)]
+            kept: list[tuple[str, str]] = []
+            doomed: list[tuple[str, str]] = []
+            for key in idle:
+                (kept if subscriptions.holds(key) else doomed).append(key)
             if kept:
                 await self._store.touch(kept, now, 0.0)
-            doomed = [key for key in idle if not subscriptions.holds(key)]
             done = await self._prune_chunk(doomed, now) if doomed else 0
             pruned += done
             if (done == 0 and not kept) or len(idle) < PRUNE_CHUNK:
