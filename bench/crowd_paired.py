@@ -10,10 +10,10 @@ run at once: one alone, one holding a crowd of waiting senders (`loadgen.py crow
 allocate, claim, open, `pake`, wait), and at each number in flight the windows alternate
 between them (A B, then B A, ...), so drift falls on both alike. Printed per number in
 flight: server CPU per exchange beside the crowd over alone (each side's CPU summed over
-its windows, divided by its exchanges; and the median of the pairs' ratios), the node's
-and the database's parts, exchanges/s likewise; and on each server the largest number in
-flight against the middle one; on PostgreSQL, where the database's part goes (its
-backends, the cluster's own processes, WAL bytes) per exchange. With --together the two
+its windows, divided by its exchanges; the median of the pairs' ratios and their range),
+the node's and the database's parts, exchanges/s likewise; and on each server the largest
+number in flight against the middle one; on PostgreSQL, where the database's part goes
+(its backends, the cluster's own processes, WAL bytes) per exchange. With --together the two
 windows of a pair run at the same time, each with its own generator, so that whatever
 slows the machine meanwhile slows both (they then share its two cores). Written to
 bench/results/crowd_paired.{md,json}. Only processes this script started are signalled,
@@ -120,7 +120,7 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
         f"{result['store']}: crowd of {result['held']:,} against none, {len(ws)} windows",
         "",
         "| in flight | CPU/exchange alone | beside the crowd | ratio (summed) | ratio (median"
-        " of pairs) | node part ratio | database part ratio | exchanges/s ratio |"
+        " of pairs, their range) | node part ratio | database part ratio | exchanges/s ratio |"
         " collector ms/exchange, alone -> beside |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -141,7 +141,8 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
         lines.append(
             f"| {level} | {sa['cpu_ms']:.2f} ms | {sc['cpu_ms']:.2f} ms |"
             f" {sc['cpu_ms'] / sa['cpu_ms']:.2f}x |"
-            f" {statistics.median(pairs) if pairs else 0:.2f}x |"
+            f" {statistics.median(pairs) if pairs else 0:.2f}x"
+            f" ({min(pairs, default=0):.2f}-{max(pairs, default=0):.2f}) |"
             f" {node_c / node_a:.2f}x | {db} | {sc['rate'] / sa['rate']:.2f}x | {gc} |"
         )
     lines += _database_lines(ws, levels)

@@ -73,6 +73,7 @@ def test_the_schema_files_live_with_their_backend() -> None:
     ]
     assert sorted(p.name for p in (STORE / "postgres" / "schema").glob("*.sql")) == [
         "postgres-upgrade-v1-v2.sql",
+        "postgres-upgrade-v10-v11.sql",
         "postgres-upgrade-v2-v3.sql",
         "postgres-upgrade-v3-v4.sql",
         "postgres-upgrade-v4-v5.sql",

@@ -1,6 +1,7 @@
 """`channel.short_names` on the real PostgreSQL, beside a crowd of 15,000 nameplates: what
-an `allocate` reads instead of every name of its app (schema version 7), and the taken
-counts it reads, kept by triggers (version 10)."""
+an `allocate` reads instead of every name of its app (schema version 7), the taken counts
+it reads, kept by triggers (version 10), and the free numbers it draws instead of listing
+a length (version 11)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,10 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
         assert answer[:5] == [APP, [8, 89, 300], 1, "free", [9]]
         more = answer[6]
         assert more[0] == [2, "free", [99]]
-        assert more[1][:2] == [3, "taken"] and sorted(more[1][2], key=int) == taken[97:]
+        # 100-999 is mostly free: one free number drawn for the third allocation
+        assert more[1][:2] == [3, "free"] and len(more[1][2]) == 1
+        (drawn,) = more[1][2]
+        assert 400 <= drawn <= 999
         assert len(more) == 2
         for seed in range(20):
             rng = random.Random(seed)
@@ -133,8 +137,7 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
                 loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0
             )
             made = [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(3)]
-            assert made[:2] == ["9", "99"]
-            assert 400 <= int(made[2]) <= 999
+            assert made == ["9", "99", str(drawn)]
 
     run(check)
 
@@ -157,11 +160,13 @@ def test_the_taken_counts_follow_every_writer(postgres_url: str) -> None:
         conn = await asyncpg.connect(postgres_url)
         other = await asyncpg.connect(postgres_url)
         try:
-            for name in SCHEMA[:-1]:  # version 9
+            to_v10 = SCHEMA.index(upgrade_file(9))
+            for name in SCHEMA[:to_v10]:  # version 9
                 await conn.execute(schema_sql(name))
             await _put(conn, [str(n) for n in range(1, 21)] + ["07", "0", "1000", "0123"])
             await _put(conn, ["5", "55", "555"], app="b")
-            await conn.execute(schema_sql(SCHEMA[-1]))
+            for name in SCHEMA[to_v10:]:
+                await conn.execute(schema_sql(name))
             assert await _kept(conn) == {(APP, 1): 9, (APP, 2): 11, ("b", 1): 1, ("b", 2): 1,
                                          ("b", 3): 1}  # fmt: skip
             await _put(other, ["21", "1001", "998"])
@@ -193,6 +198,91 @@ def test_the_taken_counts_follow_every_writer(postgres_url: str) -> None:
             assert mine[1:4] == [[0, 0, 0], 1, "taken"]
         finally:
             await other.close()
+            await conn.close()
+
+    run(check)
+
+
+async def _sample(conn: Any, wanted: int) -> list[Any]:
+    """The answer of `channel.short_names` (version 11's, with `wanted`) for APP."""
+    answer: list[Any] = orjson.loads(
+        await conn.fetchval("SELECT channel.short_names($1, '{}'::text[], $2)::text", APP, wanted)
+    )
+    return answer
+
+
+def test_the_drawn_free_numbers_are_a_uniform_sample(postgres_url: str) -> None:
+    """Beside 1-99 and 700 of 100-999 taken, each answer holds `wanted` distinct free
+    three-digit numbers; over 400 answers every free number comes about equally often
+    (PostgreSQL's generator seeded, so the counts are the same each run: a sampler that
+    favoured the low numbers, or the first free ones, fails the chi-square bound); where
+    drawing would cost more than listing (3 free of 900), the length is listed whole; a
+    batch that wants more than a length holds gets all of it and the next length's draw,
+    or its listing where that is cheaper."""
+
+    async def check() -> None:
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            async with conn.transaction():
+                await _schema(conn)
+            rng = random.Random(11)
+            three = rng.sample(range(100, 1000), 700)
+            await _put(conn, [str(n) for n in range(1, 100)] + [str(n) for n in three])
+            free = sorted(set(range(100, 1000)) - set(three))
+            await conn.execute("SELECT setseed(0.25)")
+            seen = dict.fromkeys(free, 0)
+            for _ in range(400):
+                answer = await _sample(conn, 5)
+                assert answer[1:4] == [[9, 90, 700], 3, "free"]
+                drawn = answer[4]
+                assert len(drawn) == 5 == len(set(drawn)) and drawn == sorted(drawn)
+                for n in drawn:
+                    seen[n] += 1  # a taken number is no key: KeyError
+            expected = 400 * 5 / len(free)  # 10 each
+            chi2 = sum((c - expected) ** 2 / expected for c in seen.values())
+            # 199 degrees of freedom: 99.9% of uniform samples stay below 267
+            assert min(seen.values()) > 0 and chi2 < 267, (chi2, sorted(seen.items()))
+            low_half = sum(c for n, c in seen.items() if n < 550)
+            assert abs(low_half - 2000 * sum(n < 550 for n in free) / len(free)) < 150
+            # a batch of five allocations takes the five drawn numbers, each once (the
+            # node keeps the list sorted as it takes from it: an unsorted one made it
+            # take a number twice, and then a taken one)
+            loaded = await _load(conn, [APP], [], wanted={APP: 5})
+            (answer,) = loaded["allocates"]
+            for seed in range(10):
+                rng = random.Random(seed)
+                ids = (f"m{n}" for n in range(10))
+                chance = Randomness(rng.choice, rng.randrange, ids.__next__)
+                rz = loaded_rendezvous(
+                    loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0
+                )
+                made = [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(5)]
+                assert sorted(int(n) for n in made) == sorted(answer[4])
+            # nearly full: listed whole, in order
+            await _put(conn, [str(n) for n in free[3:]])
+            answer = await _sample(conn, 1)
+            assert answer[1:5] == [[9, 90, 897], 3, "free", free[:3]]
+            # one digit mostly free, few taken: its taken names (listing is cheaper)
+            await _drop(conn, [str(n) for n in range(2, 10)])
+            answer = await _sample(conn, 1)
+            assert answer[1:5] == [[1, 90, 897], 1, "taken", ["1"]]
+            # one digit with one free number, two digits half free, a batch wanting two:
+            # the one listed, then one even two-digit number drawn
+            await _drop(conn, [str(n) for n in range(10, 100, 2)])
+            await _put(conn, [str(n) for n in range(3, 10)])
+            for _ in range(20):
+                answer = await _sample(conn, 2)
+                assert answer[1:5] == [[8, 45, 897], 1, "free", [2]]
+                ((length, kind, (even,)),) = answer[6]
+                assert (length, kind) == (2, "free") and even % 2 == 0 and 10 <= even <= 98
+            # a batch wanting 50: the two digits' 45 free numbers are cheaper listed (as
+            # their taken names), and three digits' three too
+            await _put(conn, ["2"])
+            answer = await _sample(conn, 50)
+            assert answer[1:4] == [[9, 45, 897], 2, "taken"]
+            assert sorted(answer[4], key=int) == [str(n) for n in range(11, 100, 2)]
+            assert answer[6] == [[3, "free", free[:3]]]
+        finally:
             await conn.close()
 
     run(check)

@@ -1,4 +1,4 @@
-"""The batch functions' reads follow the batch, not the tables (schema versions 9, 10).
+"""The batch functions' reads follow the batch, not the tables (schema versions 9-11).
 
 A node's connection keeps each statement's generic plan from its first call, made from
 the table sizes the planner saw then. Here the plans are made beside empty tables (as
@@ -9,7 +9,9 @@ batch. What the batch reads from the tables, counted by PostgreSQL's own statist
 of 15,000 as beside 5,000, and beside either as beside none but for testing the drawn
 long names. A plan that hash-joins a table reads all of its rows:
 version 8's touch of a batch's mailboxes and its test of drawn long names did, and an
-allocation up to version 9 counted the 999 short names taken (version 10 reads its counts)."""
+allocation up to version 9 counted the 999 short names taken (version 10 reads its counts),
+and up to version 10 listed every taken name of the shortest length with a free number
+(version 11 looks up a few drawn numbers)."""
 
 from __future__ import annotations
 
@@ -171,5 +173,39 @@ def test_a_batch_reads_the_same_beside_15000_waiting_as_beside_5000(postgres_url
         assert empty < 200
         assert beside_5000 <= empty + 20, (empty, beside_5000, beside_15000)
         assert beside_15000 <= beside_5000 + 20, (empty, beside_5000, beside_15000)
+
+    run(check)
+
+
+def test_an_allocation_draws_beside_the_exchanges_own_names(postgres_url: str) -> None:
+    """Beside 300 and then 800 three-digit names taken (exchanges in flight hold them
+    themselves), an allocation looks up a few drawn numbers (version 11) instead of
+    reading every taken name of the length, with plans made beside empty tables: 47 and
+    55 entries read against 33 beside none (version 10 read 345 and 845)."""
+
+    async def check() -> None:
+        observer = await asyncpg.connect(postgres_url)
+        node = await asyncpg.connect(postgres_url)
+        try:
+            async with observer.transaction():
+                await observer.execute(schema_sql("postgres-v1.sql"))
+                for version in range(1, POSTGRES_VERSION):
+                    await observer.execute(schema_sql(upgrade_file(version)))
+            empty, allocation = await _run_batch(node, observer, 2.0)
+            await _crowd(observer, 1, 399)  # 1-99 and 300 of three digits: mostly free
+            beside_300, allocation = await _run_batch(node, observer, 3.0)
+            assert allocation[1:4] == [[9, 90, 300], 3, "free"] and len(allocation[4]) == 1
+            assert 400 <= allocation[4][0] <= 999
+            await _crowd(observer, 400, 899)  # 800 of three digits: mostly taken
+            beside_800, allocation = await _run_batch(node, observer, 4.0)
+            assert allocation[1:4] == [[9, 90, 800], 3, "free"] and len(allocation[4]) == 1
+            assert 900 <= allocation[4][0] <= 999
+        finally:
+            await node.close()
+            await observer.close()
+        # about 9 lookups expected beside 800 (900 / 100), 1.5 beside 300, each an entry
+        # at most; and the long names' lookups are not made (1-999 are not all taken)
+        assert beside_300 <= empty + 20, (empty, beside_300, beside_800)
+        assert beside_800 <= empty + 60, (empty, beside_300, beside_800)
 
     run(check)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pigeonhole.store.errors import StoreError
 
-POSTGRES_VERSION = 10
+POSTGRES_VERSION = 11
 #: advisory lock key for creating or upgrading the schema (per transaction)
 SCHEMA_LOCK = 0x50_69_67_01
 #: tries of the whole transaction when it deadlocks (SQLSTATE 40P01)

@@ -138,10 +138,11 @@ def _short_names(rz: Rendezvous, row: list[Any]) -> None:
     """What `channel.short_names` read for an app a nameplate is allocated in, as its
     `ShortNames`: the taken counts (committed rows; names this batch loaded are among
     them), lengths before the shortest with a free number listed as having none, that
-    length's taken names (as bare nameplates) or free numbers, the same of the lengths
-    after it read for the batch's `wanted` count, any length not read as having none
-    free, and the drawn long numbers found free (read when the lengths read hold fewer
-    free numbers than wanted)."""
+    length's taken names (as bare nameplates) or free numbers (all of them, or since
+    schema version 11 a uniform sample of as many as the batch wants: choosing from it
+    is choosing from all), the same of the lengths after it read for the batch's
+    `wanted` count, any length not read as having none free, and the drawn long numbers
+    found free (read when the lengths read hold fewer free numbers than wanted)."""
     app_id, counts, shortest, kind, listed, long_free, *rest = row
     # [length, kind, names] of the lengths after the shortest that were read too (the
     # answer to a spec with `wanted`; version 7's has none)
