@@ -50,6 +50,16 @@ async def _allocates(conn: Any, long: list[str]) -> list[Any]:
     return sorted((await _load(conn, [APP, "other app"], long))["allocates"])
 
 
+def _allocated(loaded: dict[str, Any], seed: int, count: int) -> list[str]:
+    """The names `count` allocations in APP take, decided as a node decides them on what
+    `loaded` holds, with the node's chance seeded by `seed`."""
+    rng = random.Random(seed)
+    ids = (f"m{n}" for n in range(10))
+    chance = Randomness(rng.choice, rng.randrange, ids.__next__)
+    rz = loaded_rendezvous(loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0)
+    return [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(count)]
+
+
 async def _schema(conn: Any) -> None:
     """Every schema file in order, as a new database gets them."""
     for name in SCHEMA:
@@ -130,14 +140,7 @@ def test_a_batch_goes_on_past_the_shortest_length_knowing_its_names(postgres_url
         assert 400 <= drawn <= 999
         assert len(more) == 2
         for seed in range(20):
-            rng = random.Random(seed)
-            ids = (f"m{n}" for n in range(10))
-            chance = Randomness(rng.choice, rng.randrange, ids.__next__)
-            rz = loaded_rendezvous(
-                loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0
-            )
-            made = [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(3)]
-            assert made == ["9", "99", str(drawn)]
+            assert _allocated(loaded, seed, 3) == ["9", "99", str(drawn)]
 
     run(check)
 
@@ -250,13 +253,7 @@ def test_the_drawn_free_numbers_are_a_uniform_sample(postgres_url: str) -> None:
             loaded = await _load(conn, [APP], [], wanted={APP: 5})
             (answer,) = loaded["allocates"]
             for seed in range(10):
-                rng = random.Random(seed)
-                ids = (f"m{n}" for n in range(10))
-                chance = Randomness(rng.choice, rng.randrange, ids.__next__)
-                rz = loaded_rendezvous(
-                    loaded, 1.0, chance, blur_time=None, limits=Limits(), stored_bytes=0
-                )
-                made = [rz.allocate(APP, f"side{i}", 1.0, []) for i in range(5)]
+                made = _allocated(loaded, seed, 5)
                 assert sorted(int(n) for n in made) == sorted(answer[4])
             # nearly full: listed whole, in order
             await _put(conn, [str(n) for n in free[3:]])

@@ -107,6 +107,14 @@ async def _own(conn: Any) -> None:
         )  # fmt: skip
 
 
+async def _schema(conn: Any) -> None:
+    """Every schema file in order, as a new database gets them, in one transaction."""
+    async with conn.transaction():
+        await conn.execute(schema_sql("postgres-v1.sql"))
+        for version in range(1, POSTGRES_VERSION):
+            await conn.execute(schema_sql(upgrade_file(version)))
+
+
 async def _reads(observer: Any) -> int:
     """Index entries returned and rows scanned in schema `channel` so far (every backend's
     statistics, as flushed)."""
@@ -147,10 +155,7 @@ def test_a_batch_reads_the_same_beside_15000_waiting_as_beside_5000(postgres_url
         observer = await asyncpg.connect(postgres_url)
         node = await asyncpg.connect(postgres_url)
         try:
-            async with observer.transaction():
-                await observer.execute(schema_sql("postgres-v1.sql"))
-                for version in range(1, POSTGRES_VERSION):
-                    await observer.execute(schema_sql(upgrade_file(version)))
+            await _schema(observer)
             # the node's plans are made here, beside empty tables
             empty, allocation = await _run_batch(node, observer, 2.0)
             assert allocation[2:4] == [1, "taken"]  # the shortest length: 1-9
@@ -187,10 +192,7 @@ def test_an_allocation_draws_beside_the_exchanges_own_names(postgres_url: str) -
         observer = await asyncpg.connect(postgres_url)
         node = await asyncpg.connect(postgres_url)
         try:
-            async with observer.transaction():
-                await observer.execute(schema_sql("postgres-v1.sql"))
-                for version in range(1, POSTGRES_VERSION):
-                    await observer.execute(schema_sql(upgrade_file(version)))
+            await _schema(observer)
             empty, allocation = await _run_batch(node, observer, 2.0)
             await _crowd(observer, 1, 399)  # 1-99 and 300 of three digits: mostly free
             beside_300, allocation = await _run_batch(node, observer, 3.0)
