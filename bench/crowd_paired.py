@@ -13,11 +13,11 @@ flight: server CPU per exchange beside the crowd over alone (each side's CPU sum
 its windows, divided by its exchanges; the median of the pairs' ratios and their range),
 the node's and the database's parts, exchanges/s likewise; and on each server the largest
 number in flight against the middle one; on PostgreSQL, where the database's part goes
-(its backends, the cluster's own processes, WAL bytes) per exchange. With --together the two
-windows of a pair run at the same time, each with its own generator, so that whatever
-slows the machine meanwhile slows both (they then share its two cores). Written to
-bench/results/crowd_paired.{md,json}. Only processes this script started are signalled,
-by their PID.
+(its backends' CPU and page faults, the cluster's own processes, WAL bytes) per exchange.
+With --together the two windows of a pair run at the same time, each with its own
+generator, so that whatever slows the machine meanwhile slows both (they then share its
+two cores). Written to bench/results/crowd_paired.{md,json}. Only processes this script
+started are signalled, by their PID.
 """
 
 from __future__ import annotations
@@ -159,14 +159,15 @@ def summary(result: dict[str, Any], levels: list[int]) -> list[str]:
 
 def _database_lines(ws: list[dict[str, Any]], levels: list[int]) -> list[str]:
     """Where the database's part goes, per exchange, alone -> beside the crowd: its
-    backends' CPU, the cluster's own processes', WAL written (PostgreSQL only)."""
+    backends' CPU and page faults, the cluster's own processes' CPU, WAL written
+    (PostgreSQL only)."""
     if not any(w.get("database_counts") for w in ws):
         return []
     lines = [
         "",
-        "| in flight | database backends ms/exchange | cluster processes ms/exchange |"
-        " WAL bytes/exchange |",
-        "|---|---|---|---|",
+        "| in flight | database backends ms/exchange | their page faults/exchange |"
+        " cluster processes ms/exchange | WAL bytes/exchange |",
+        "|---|---|---|---|---|",
     ]
 
     def per(rows: list[dict[str, Any]], f: Any) -> float:
@@ -180,6 +181,7 @@ def _database_lines(ws: list[dict[str, Any]], levels: list[int]) -> list[str]:
         cells = []
         for key, scale, fmt in (
             ("backends", 1000, ".3f"),
+            ("backend_faults", 1, ".1f"),
             ("cluster", 1000, ".3f"),
             ("wal_bytes", 1, ".0f"),
         ):

@@ -256,17 +256,19 @@ class Server:
 
     def database_counters(self) -> dict[str, float]:
         """The cluster's WAL written so far, in bytes (its insert position: exact at any
-        moment, where `pg_stat_wal` and `pg_stat_database` lag while backends stay busy);
-        {} without PostgreSQL. A window's difference is its own: only the measured
-        server works meanwhile."""
+        moment, where `pg_stat_wal` and `pg_stat_database` lag while backends stay busy),
+        and the page faults of the database's backends (minor ones, from /proc: memory
+        first touched, or given back and touched again); {} without PostgreSQL. A window's
+        difference is its own: only the measured server works meanwhile."""
         if not self.postgres_db:
             return {}
+        faults = float(_minor_faults(_postgres_pids(self.postgres_db)[0]))
         sql = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')"
         try:
             out = subprocess.run(
                 ["psql", POSTGRES_ADMIN, "-Atc", sql], capture_output=True, text=True, timeout=30
             ).stdout.strip()
-            return {"wal_bytes": float(out)}
+            return {"wal_bytes": float(out), "backend_faults": faults}
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return {}
 
@@ -388,6 +390,17 @@ def _cpu_seconds(pids: list[int]) -> float:
         except OSError:
             pass
     return total / CLK_TCK
+
+
+def _minor_faults(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                total += int(f.read().rsplit(")", 1)[1].split()[7])  # minflt
+        except OSError:
+            pass
+    return total
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -12,6 +12,7 @@ decided in one transaction). This module holds the connections and the SQL:
 - the leader lock: a session advisory lock on a connection of its own, so exactly one
   node prunes (and folds `channel.holdings`) and samples usage, and a node that dies
   (kill -9) lets it go with its connection;
+- batch and read connections whose backends keep their heap between batches (connect.py);
 - a small pool for reads: totals and top holders (from `channel.holdings`, which the
   database's triggers keep: schema/postgres-upgrade-v7-v8.sql), the nodes table, bodies
   too big to notify, health.
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 import orjson
 
 from pigeonhole.store.errors import Conflict, Refused, StoreError
+from pigeonhole.store.postgres.connect import connect, keep_heap
 from pigeonhole.store.postgres.schema import create_or_upgrade
 from pigeonhole.store.postgres.waiting import WaitingTable
 
@@ -104,10 +106,10 @@ class PostgresStore:
         """Connect and create, upgrade or check the schema."""
         pg = self._pg = _asyncpg()
         try:
-            writer = await pg.connect(self.url)
+            writer = await connect(pg, self.url)
             self._writers.append(writer)  # the first batch's, once the schema is made
             await create_or_upgrade(writer)
-            self._pool = await pg.create_pool(self.url, min_size=1, max_size=4)
+            self._pool = await pg.create_pool(self.url, min_size=1, max_size=4, init=keep_heap)
         except (OSError, pg.PostgresError) as err:
             await self.close()
             raise StoreError(f"cannot open the PostgreSQL store: {err}") from err
@@ -200,7 +202,7 @@ class PostgresStore:
         try:
             writer = self._writers.pop() if self._writers else None
             if writer is None or writer.is_closed():
-                writer = await pg.connect(self.url)
+                writer = await connect(pg, self.url)
             if not writer.is_in_transaction():
                 await writer.execute("BEGIN")
             loaded = orjson.loads(
