@@ -3,12 +3,12 @@
 glibc's malloc (Debian's PostgreSQL and most others link it) gives freed memory at the top
 of its heap back to the system once more than 128 KiB of it is free. A backend whose
 batches each use a little more than that gives it back after every batch and faults it
-in again in the next: beside a crowd of 15,000 waiting senders the backends took about 30
-page faults per exchange instead of 10, and their system time grew by half. glibc moves
-that threshold itself after a large block is freed: it then keeps up to twice the block's
-size of free heap, and serves allocations under the block's size from the heap.
-So each batch and read connection makes and frees one such block as it opens (KEEP_HEAP);
-with another allocator it is one 4 MiB allocation per connection and nothing more.
+in again in the next: 3 to 31 page faults per exchange in the crowd bench, more or fewer
+by each backend's history, and about 55 µs of system time. glibc moves that threshold
+itself after a large block it mapped is freed: it then keeps up to twice the block's size
+of free heap, and serves allocations under the block's size from the heap. So each batch
+and read connection makes and frees one such block as it opens (KEEP_HEAP); with another
+allocator it is one 4 MiB allocation per connection and nothing more.
 """
 
 from __future__ import annotations
