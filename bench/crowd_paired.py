@@ -23,11 +23,13 @@ started are signalled, by their PID.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -48,14 +50,16 @@ def _sums(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def one_store(
-    key: str, python: str | None, args: argparse.Namespace, levels: list[int]
-) -> dict[str, Any]:
+@contextlib.contextmanager
+def paired_servers(
+    key: str, python: str | None, args: argparse.Namespace
+) -> Iterator[tuple[run.Server, run.Server, int]]:
+    """Two fresh servers of one store, (alone, beside the crowd, the crowd held): the
+    crowd generator brings `args.crowd` waiting senders to the second; both servers and
+    the generator are stopped at the end."""
     spec = crowd.STORES[key]
     alone = run.make_server(spec, Path(args.ref_venv), [], python)
     crowded = run.make_server(spec, Path(args.ref_venv), [], python)
-    windows: list[dict[str, Any]] = []
-    held = 0
     gen = None
     alone.start()
     try:
@@ -64,39 +68,50 @@ def one_store(
             time.sleep(1.0)
             gen = crowd.Crowd(crowded.url, [args.crowd], args)
             step = gen.next_step()
-            held = step["held"]
-            crowd.log(f"  {key}: crowd of {held} in {step['seconds']} s")
-            for rep in range(args.pairs):
-                for i, level in enumerate(levels):
-                    sides = [("alone", alone), ("crowd", crowded)]
-                    if (rep + i) % 2:
-                        sides.reverse()
-                    run.wait_for_quiet(args.quiet_wait)
-                    if args.together:
-                        results = _together(sides, level, args)
-                    else:
-                        results = []
-                        for n, (_, server) in enumerate(sides):
-                            if n:
-                                run.wait_for_quiet(args.quiet_wait)
-                            results.append(run.run_level(server, level, args))
-                    for (side, server), r in zip(sides, results, strict=True):
-                        windows.append({"side": side, "pair": rep, **r.__dict__})
-                        crowd.log(
-                            f"    {side:>5} x {level:>5}: {r.rate:7.1f}/s,"
-                            f" {r.cpu_per_exchange_ms or 0:.2f} ms CPU/exchange"
-                            f" ({r.database_cpu_per_exchange_ms or 0:.2f} ms the database,"
-                            f" {r.gc_per_exchange_ms or 0:.3f} ms the collector),"
-                            f" other {r.other_cores:.2f} cores, failed {r.failed}"
-                        )
-                        if not server.alive():
-                            raise RuntimeError(f"{key} died: see {server.log_path}")
+            crowd.log(f"  {key}: crowd of {step['held']} in {step['seconds']} s")
+            yield alone, crowded, step["held"]
         finally:
             if gen is not None:
                 gen.stop()
             crowded.stop()
     finally:
         alone.stop()
+
+
+def sides(alone: run.Server, crowded: run.Server, turn: int) -> list[tuple[str, run.Server]]:
+    """The pair's two sides in the order their windows run: A B, then B A, ..."""
+    both = [("alone", alone), ("crowd", crowded)]
+    return both[::-1] if turn % 2 else both
+
+
+def one_store(
+    key: str, python: str | None, args: argparse.Namespace, levels: list[int]
+) -> dict[str, Any]:
+    windows: list[dict[str, Any]] = []
+    with paired_servers(key, python, args) as (alone, crowded, held):
+        for rep in range(args.pairs):
+            for i, level in enumerate(levels):
+                pair = sides(alone, crowded, rep + i)
+                run.wait_for_quiet(args.quiet_wait)
+                if args.together:
+                    results = _together(pair, level, args)
+                else:
+                    results = []
+                    for n, (_, server) in enumerate(pair):
+                        if n:
+                            run.wait_for_quiet(args.quiet_wait)
+                        results.append(run.run_level(server, level, args))
+                for (side, server), r in zip(pair, results, strict=True):
+                    windows.append({"side": side, "pair": rep, **r.__dict__})
+                    crowd.log(
+                        f"    {side:>5} x {level:>5}: {r.rate:7.1f}/s,"
+                        f" {r.cpu_per_exchange_ms or 0:.2f} ms CPU/exchange"
+                        f" ({r.database_cpu_per_exchange_ms or 0:.2f} ms the database,"
+                        f" {r.gc_per_exchange_ms or 0:.3f} ms the collector),"
+                        f" other {r.other_cores:.2f} cores, failed {r.failed}"
+                    )
+                    if not server.alive():
+                        raise RuntimeError(f"{key} died: see {server.log_path}")
     return {"store": key, "held": held, "windows": windows}
 
 
@@ -199,11 +214,27 @@ def _database_lines(ws: list[dict[str, Any]], levels: list[int]) -> list[str]:
     return lines
 
 
+def parse_pair_arguments(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, str | None]:
+    """Add the arguments every paired run takes (the `src` run, the crowd, the windows,
+    where results go), parse, and return them with the Python that runs `--src` (None:
+    this checkout)."""
+    ap.add_argument("--src", help="a Pigeonhole `src` directory to run (default: this checkout)")
+    ap.add_argument("--crowd", type=int, default=15_000, help="waiting senders")
+    crowd.add_window_and_crowd_arguments(ap, measure=10.0)
+    ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
+    ap.add_argument("--out", default=str(run.BENCH / "results"))
+    args = ap.parse_args()
+    args.status_poll = 0.0  # what run.run_level reads
+    args.procs, args.procs_from = 1, 10**9
+    python = None
+    if args.src:
+        python = crowd.wrapper(Path(args.src).resolve(), Path(tempfile.mkdtemp(prefix="bench-")))
+    return args, python
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stores", default="sqlite,pg")
-    ap.add_argument("--src", help="a Pigeonhole `src` directory to run (default: this checkout)")
-    ap.add_argument("--crowd", type=int, default=15_000, help="waiting senders")
     ap.add_argument("--levels", default="200,400,1200", help="exchanges in flight")
     ap.add_argument("--pairs", type=int, default=3, help="windows on each server per level")
     ap.add_argument(
@@ -211,16 +242,8 @@ def main() -> None:
         action="store_true",
         help="run each pair's two windows at the same time instead of one after the other",
     )
-    crowd.add_window_and_crowd_arguments(ap, measure=10.0)
-    ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
-    ap.add_argument("--out", default=str(run.BENCH / "results"))
-    args = ap.parse_args()
-    args.status_poll = 0.0  # what run.run_level reads
-    args.procs, args.procs_from = 1, 10**9
+    args, python = parse_pair_arguments(ap)
     levels = [int(x) for x in args.levels.split(",")]
-    python = None
-    if args.src:
-        python = crowd.wrapper(Path(args.src).resolve(), Path(tempfile.mkdtemp(prefix="bench-")))
     started = time.time()
     results = []
     for key in args.stores.split(","):

@@ -26,40 +26,16 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import crowd  # bench/crowd.py: the crowd generator, the stores
+import crowd  # bench/crowd.py: log, head_commit
+import crowd_paired  # bench/crowd_paired.py: the two servers, their turns, the arguments
 import pg_statements  # bench/pg_statements.py: the cluster's statement statistics
-import run  # bench/run.py: make_server, run_level, the backends' PIDs
-
-
-def _proc(pids: list[int]) -> dict[str, int]:
-    """Minor page faults and user and system clock ticks of these processes, summed."""
-    total = {"faults": 0, "user": 0, "system": 0}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total["faults"] += int(fields[7])
-        total["user"] += int(fields[11])
-        total["system"] += int(fields[12])
-    return total
-
-
-def _statements(database: str) -> list[dict[str, Any]]:
-    sql = f"""select coalesce(json_agg(t), '[]') from (
-        select calls, total_exec_time as ms, shared_blks_hit as hit, rows, toplevel,
-               regexp_replace(query, '\\s+', ' ', 'g') as query
-        from pg_stat_statements s join pg_database d on d.oid = s.dbid
-        where d.datname = '{database}') t"""
-    return json.loads(pg_statements._query(run.POSTGRES_ADMIN, sql))  # type: ignore[no-any-return]
+import run  # bench/run.py: run_level, the backends' PIDs and their /proc counts
 
 
 def _shape(query: str) -> str:
@@ -73,15 +49,15 @@ def window(server: run.Server, level: int, args: argparse.Namespace) -> dict[str
     database = server.postgres_db
     assert database is not None
     pg_statements.reset(run.POSTGRES_ADMIN)
-    before = _proc(run._postgres_pids(database)[0])
+    before = run.proc_counts(run._postgres_pids(database)[0])
     r = run.run_level(server, level, args)
-    after = _proc(run._postgres_pids(database)[0])
+    after = run.proc_counts(run._postgres_pids(database)[0])
     return {
         "completed": r.completed,
         "cpu_per_exchange_ms": r.cpu_per_exchange_ms,
         "database_cpu_per_exchange_ms": r.database_cpu_per_exchange_ms,
         "backends": {k: after[k] - before[k] for k in before},
-        "statements": _statements(database),
+        "statements": pg_statements.totals(run.POSTGRES_ADMIN, database),
     }
 
 
@@ -134,57 +110,26 @@ def table(windows: list[dict[str, Any]], top: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", help="a Pigeonhole `src` directory to run (default: this checkout)")
-    ap.add_argument("--crowd", type=int, default=15_000, help="waiting senders")
     ap.add_argument("--level", type=int, default=200, help="exchanges in flight")
     ap.add_argument("--pairs", type=int, default=3, help="windows on each server")
     ap.add_argument("--top", type=int, default=20, help="statements printed")
-    crowd.add_window_and_crowd_arguments(ap, measure=10.0)
-    ap.add_argument("--ref-venv", default=str(run.REPO / ".venv"))
-    ap.add_argument("--out", default=str(run.BENCH / "results"))
-    args = ap.parse_args()
-    args.status_poll = 0.0  # what run.run_level reads
-    args.procs, args.procs_from = 1, 10**9
+    args, python = crowd_paired.parse_pair_arguments(ap)
     if not pg_statements.available(run.POSTGRES_ADMIN):
         sys.exit(f"no pg_stat_statements at {run.POSTGRES_ADMIN}: see bench/pg_statements.py")
-    python = None
-    if args.src:
-        python = crowd.wrapper(Path(args.src).resolve(), Path(tempfile.mkdtemp(prefix="bench-")))
-    spec = crowd.STORES["pg"]
-    alone = run.make_server(spec, Path(args.ref_venv), [], python)
-    crowded = run.make_server(spec, Path(args.ref_venv), [], python)
     windows: list[dict[str, Any]] = []
-    gen = None
-    held = 0
-    alone.start()
-    try:
-        crowded.start()
-        try:
-            time.sleep(1.0)
-            gen = crowd.Crowd(crowded.url, [args.crowd], args)
-            held = gen.next_step()["held"]
-            crowd.log(f"crowd of {held}")
-            for rep in range(args.pairs):
-                sides = [("alone", alone), ("crowd", crowded)]
-                if rep % 2:
-                    sides.reverse()
-                for side, server in sides:
-                    run.wait_for_quiet(args.quiet_wait)
-                    w = {"side": side, **window(server, args.level, args)}
-                    windows.append(w)
-                    crowd.log(
-                        f"  {side:>5}: {w['completed']} exchanges,"
-                        f" {w['cpu_per_exchange_ms'] or 0:.2f} ms CPU/exchange"
-                        f" ({w['database_cpu_per_exchange_ms'] or 0:.2f} ms the database),"
-                        f" backends' faults {w['backends']['faults'] / (w['completed'] or 1):.1f}"
-                        "/exchange"
-                    )
-        finally:
-            if gen is not None:
-                gen.stop()
-            crowded.stop()
-    finally:
-        alone.stop()
+    with crowd_paired.paired_servers("pg", python, args) as (alone, crowded, held):
+        for rep in range(args.pairs):
+            for side, server in crowd_paired.sides(alone, crowded, rep):
+                run.wait_for_quiet(args.quiet_wait)
+                w = {"side": side, **window(server, args.level, args)}
+                windows.append(w)
+                crowd.log(
+                    f"  {side:>5}: {w['completed']} exchanges,"
+                    f" {w['cpu_per_exchange_ms'] or 0:.2f} ms CPU/exchange"
+                    f" ({w['database_cpu_per_exchange_ms'] or 0:.2f} ms the database),"
+                    f" backends' faults {w['backends']['faults'] / (w['completed'] or 1):.1f}"
+                    "/exchange"
+                )
     head = (
         f"Run {time.strftime('%Y-%m-%d %H:%M:%S')}, HEAD `{crowd.head_commit()}`,"
         f" src {args.src or 'this checkout'}; {args.pairs} windows of {args.measure:g} s on each"

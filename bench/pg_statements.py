@@ -54,6 +54,19 @@ def top(admin: str, database: str, n: int) -> list[dict[str, Any]]:
     return json.loads(_query(admin, sql))  # type: ignore[no-any-return]
 
 
+def totals(admin: str, database: str) -> list[dict[str, Any]]:
+    """Every statement of `database` since the reset, its totals unrounded: calls, ms,
+    shared blocks hit, rows, whether it was run at the top level, its text on one line."""
+    sql = f"""
+        select coalesce(json_agg(t), '[]') from (
+          select calls, total_exec_time as ms, shared_blks_hit as hit, rows, toplevel,
+                 regexp_replace(query, '\\s+', ' ', 'g') as query
+          from pg_stat_statements s join pg_database d on d.oid = s.dbid
+          where d.datname = '{database}') t
+    """
+    return json.loads(_query(admin, sql))  # type: ignore[no-any-return]
+
+
 def lines(rows: list[dict[str, Any]]) -> list[str]:
     return [
         f"      {r['total_ms']:>9} ms {r['calls']:>7} calls {r['mean_ms']:>8} ms/call"

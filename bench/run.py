@@ -262,7 +262,7 @@ class Server:
         difference is its own: only the measured server works meanwhile."""
         if not self.postgres_db:
             return {}
-        faults = float(_minor_faults(_postgres_pids(self.postgres_db)[0]))
+        faults = float(proc_counts(_postgres_pids(self.postgres_db)[0])["faults"])
         sql = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')"
         try:
             out = subprocess.run(
@@ -380,27 +380,25 @@ def _backend_database(title: str) -> str | None:
     return None
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    total = 0
+def proc_counts(pids: list[int]) -> dict[str, int]:
+    """Minor page faults and user and system clock ticks of these processes, summed
+    (/proc/PID/stat; a process gone meanwhile counts nothing)."""
+    total = {"faults": 0, "user": 0, "system": 0}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
         except OSError:
-            pass
-    return total / CLK_TCK
-
-
-def _minor_faults(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                total += int(f.read().rsplit(")", 1)[1].split()[7])  # minflt
-        except OSError:
-            pass
+            continue
+        total["faults"] += int(fields[7])  # minflt
+        total["user"] += int(fields[11])  # utime
+        total["system"] += int(fields[12])  # stime
     return total
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    counts = proc_counts(pids)
+    return (counts["user"] + counts["system"]) / CLK_TCK
 
 
 def _signal(pid: int, sig: int) -> None:

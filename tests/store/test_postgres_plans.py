@@ -15,6 +15,8 @@ and up to version 10 listed every taken name of the shortest length with a free 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
@@ -115,6 +117,20 @@ async def _schema(conn: Any) -> None:
             await conn.execute(schema_sql(upgrade_file(version)))
 
 
+@contextlib.asynccontextmanager
+async def _node_and_observer(url: str) -> AsyncIterator[tuple[Any, Any]]:
+    """A node's connection and an observer's, on a new schema; the node makes its plans
+    at its first batch."""
+    observer = await asyncpg.connect(url)
+    node = await asyncpg.connect(url)
+    try:
+        await _schema(observer)
+        yield node, observer
+    finally:
+        await node.close()
+        await observer.close()
+
+
 async def _reads(observer: Any) -> int:
     """Index entries returned and rows scanned in schema `channel` so far (every backend's
     statistics, as flushed)."""
@@ -152,10 +168,7 @@ async def _run_batch(node: Any, observer: Any, now: float) -> tuple[int, Any]:
 
 def test_a_batch_reads_the_same_beside_15000_waiting_as_beside_5000(postgres_url: str) -> None:
     async def check() -> None:
-        observer = await asyncpg.connect(postgres_url)
-        node = await asyncpg.connect(postgres_url)
-        try:
-            await _schema(observer)
+        async with _node_and_observer(postgres_url) as (node, observer):
             # the node's plans are made here, beside empty tables
             empty, allocation = await _run_batch(node, observer, 2.0)
             assert allocation[2:4] == [1, "taken"]  # the shortest length: 1-9
@@ -169,9 +182,6 @@ def test_a_batch_reads_the_same_beside_15000_waiting_as_beside_5000(postgres_url
                 "SELECT count(*) FROM channel.mailboxes WHERE updated = 4.0"
             )
             assert touched == 3
-        finally:
-            await node.close()
-            await observer.close()
         # 1-999 are taken beside either crowd: an allocation reads their counts (a few
         # rows; version 9 counted 999 index entries) and tests its drawn long names one by
         # one; the rest is the batch's own
@@ -189,10 +199,7 @@ def test_an_allocation_draws_beside_the_exchanges_own_names(postgres_url: str) -
     55 entries read against 33 beside none (version 10 read 345 and 845)."""
 
     async def check() -> None:
-        observer = await asyncpg.connect(postgres_url)
-        node = await asyncpg.connect(postgres_url)
-        try:
-            await _schema(observer)
+        async with _node_and_observer(postgres_url) as (node, observer):
             empty, allocation = await _run_batch(node, observer, 2.0)
             await _crowd(observer, 1, 399)  # 1-99 and 300 of three digits: mostly free
             beside_300, allocation = await _run_batch(node, observer, 3.0)
@@ -202,9 +209,6 @@ def test_an_allocation_draws_beside_the_exchanges_own_names(postgres_url: str) -
             beside_800, allocation = await _run_batch(node, observer, 4.0)
             assert allocation[1:4] == [[9, 90, 800], 3, "free"] and len(allocation[4]) == 1
             assert 900 <= allocation[4][0] <= 999
-        finally:
-            await node.close()
-            await observer.close()
         # about 9 lookups expected beside 800 (900 / 100), 1.5 beside 300, each an entry
         # at most; and the long names' lookups are not made (1-999 are not all taken)
         assert beside_300 <= empty + 20, (empty, beside_300, beside_800)

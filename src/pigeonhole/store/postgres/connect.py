@@ -3,7 +3,7 @@
 glibc's malloc (Debian's PostgreSQL and most others link it) gives freed memory at the top
 of its heap back to the system once more than 128 KiB of it is free. A backend whose
 batches each use a little more than that gives it back after every batch and faults it
-in again in the next: 3 to 31 page faults per exchange in the crowd bench, more or fewer
+in again in the next: 3 to 30 page faults per exchange in the crowd bench, more or fewer
 by each backend's history, and about 55 µs of system time. glibc moves that threshold
 itself after a large block it mapped is freed: it then keeps up to twice the block's size
 of free heap, and serves allocations under the block's size from the heap. So each batch
